@@ -1,0 +1,52 @@
+# Two commands matter: `make demo` and `make test`. Everything else is a step of those.
+SHELL := /bin/bash
+CARGO ?= cargo
+WASM_TARGET := wasm32-wasip1
+HOST := target/release/policy-host
+# The release profile in Cargo.toml is tuned for the policy module's size. The native host is
+# built with these overrides: fat LTO over wasmtime would cost minutes and buy nothing.
+HOST_PROFILE := --config profile.release.lto=false --config profile.release.codegen-units=16 \
+	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
+	--config profile.release.strip=false
+RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
+HOST_SOURCES := e2e-tests/Cargo.toml $(shell find e2e-tests/src -name '*.rs')
+
+.PHONY: all demo test wasm-target fmt-check clippy unit e2e host clean
+
+all: annotated-policy.wasm
+
+wasm-target:
+	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
+
+policy.wasm: $(RUST_SOURCES) | wasm-target
+	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy
+	cp target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm $@
+
+$(HOST): $(HOST_SOURCES) Cargo.lock
+	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE)
+host: $(HOST)
+
+annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
+	$(HOST) annotate -m metadata.yml -u README.md -o $@ policy.wasm
+
+demo: annotated-policy.wasm
+	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) --bin scenarios -- --module annotated-policy.wasm e2e-tests/scenarios
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy: | wasm-target
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --target $(WASM_TARGET) -p capi-bootstrap-rollout-policy -- -D warnings
+
+unit:
+	$(CARGO) test --locked -p capi-bootstrap-rollout-policy
+
+e2e: annotated-policy.wasm
+	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)
+
+test: fmt-check clippy unit e2e
+
+clean:
+	$(CARGO) clean
+	rm -f policy.wasm annotated-policy.wasm

@@ -1,0 +1,42 @@
+//! waPC glue: the Kubewarden entry points and nothing else. The rules live in the pure
+//! modules below and are evaluated by [`engine::validate_payload`].
+
+pub mod contract;
+pub mod diff;
+pub mod engine;
+pub mod fingerprint;
+pub mod identity;
+pub mod in_place_edit;
+pub mod kinds;
+pub mod ownership;
+pub mod paths;
+pub mod rotation;
+pub mod settings;
+pub mod topology;
+pub mod verdict;
+
+use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
+
+/// Registers the three functions every Kubewarden policy exports.
+#[no_mangle]
+pub extern "C" fn wapc_init() {
+    // The module is built with panic = "abort": a panic traps. Send its message to the host
+    // first, so the host's 500 names the failure instead of a bare `unreachable` trap.
+    std::panic::set_hook(Box::new(|info| {
+        guest::console_log(&format!("capi-bootstrap-rollout-policy panicked: {info}"))
+    }));
+    guest::register_function("validate", validate);
+    guest::register_function("validate_settings", validate_settings);
+    guest::register_function(
+        "protocol_version",
+        kubewarden_policy_sdk::protocol_version_guest,
+    );
+}
+
+fn validate(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&engine::validate_payload(payload).into_response())?)
+}
+
+fn validate_settings(payload: &[u8]) -> CallResult {
+    Ok(serde_json::to_vec(&settings::validate_settings_payload(payload))?)
+}
