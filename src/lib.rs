@@ -10,6 +10,7 @@ pub mod in_place_edit;
 pub mod kinds;
 pub mod ownership;
 pub mod paths;
+pub mod request;
 pub mod rotation;
 pub mod settings;
 pub mod topology;
@@ -34,9 +35,13 @@ pub extern "C" fn wapc_init() {
 }
 
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(&engine::validate_payload(payload).into_response())?)
+    Ok(serde_json::to_vec(
+        &engine::validate_payload(payload).into_response(),
+    )?)
 }
 
 fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(&settings::validate_settings_payload(payload))?)
+    Ok(serde_json::to_vec(&settings::validate_settings_payload(
+        payload,
+    ))?)
 }

@@ -1,0 +1,299 @@
+//! Which fields of a spec changed, judged the way CAPI's controllers see them.
+//!
+//! - Ignored ("machine-only") fields never count.
+//! - Fill-once fields count unless the old value was empty (absent, null, "", false, [], {}).
+//! - Absent, null, `[]` and `{}` are the same thing: Go's `omitempty` drops all of them, and
+//!   CAPI itself creates empty `joinConfiguration` / `discovery.bootstrapToken` objects.
+//!
+//! The walk visits keys in sorted order, so the reported paths are deterministic.
+
+use serde_json::{Map, Value};
+
+use crate::paths::{FieldPath, PathPattern, Segment};
+
+/// The non-compared fields of one bootstrap config kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FieldRules {
+    pub ignored: Vec<PathPattern>,
+    pub fill_once: Vec<PathPattern>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Added,
+    Removed,
+    Changed,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Added => "added",
+            ChangeKind::Removed => "removed",
+            ChangeKind::Changed => "changed",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    pub path: FieldPath,
+    pub kind: ChangeKind,
+}
+
+/// Absent in the `omitempty` sense.
+pub fn is_absent(value: Option<&Value>) -> bool {
+    match value {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(items)) => items.is_empty(),
+        Some(Value::Object(map)) => map.values().all(|v| is_absent(Some(v))),
+        Some(_) => false,
+    }
+}
+
+/// Empty in the fill-once sense: absent, or the zero value of a scalar.
+fn is_empty(value: Option<&Value>) -> bool {
+    match value {
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Bool(b)) => !b,
+        other => is_absent(other),
+    }
+}
+
+/// Patterns still matching the current path, as indices into the rule lists.
+#[derive(Clone, Default)]
+struct Active {
+    ignored: Vec<usize>,
+    fill_once: Vec<usize>,
+}
+
+impl Active {
+    fn start(rules: &FieldRules, root: &Segment) -> Self {
+        Active {
+            ignored: narrow(&rules.ignored, (0..rules.ignored.len()).collect(), 0, root),
+            fill_once: narrow(
+                &rules.fill_once,
+                (0..rules.fill_once.len()).collect(),
+                0,
+                root,
+            ),
+        }
+    }
+
+    fn step(&self, rules: &FieldRules, depth: usize, segment: &Segment) -> Self {
+        Active {
+            ignored: narrow(&rules.ignored, self.ignored.clone(), depth, segment),
+            fill_once: narrow(&rules.fill_once, self.fill_once.clone(), depth, segment),
+        }
+    }
+}
+
+fn narrow(
+    patterns: &[PathPattern],
+    mut active: Vec<usize>,
+    depth: usize,
+    segment: &Segment,
+) -> Vec<usize> {
+    active.retain(|&i| patterns[i].matches_at(depth, segment));
+    active
+}
+
+fn complete(patterns: &[PathPattern], active: &[usize], len: usize) -> bool {
+    active.iter().any(|&i| patterns[i].len() == len)
+}
+
+/// Changed fields between two values found at `root` (normally the two `spec`s).
+pub fn changed_fields(
+    root: &str,
+    old: Option<&Value>,
+    new: Option<&Value>,
+    rules: &FieldRules,
+) -> Vec<Change> {
+    let mut path = FieldPath::root(root);
+    let active = Active::start(rules, &Segment::Key(root.to_string()));
+    let mut out = Vec::new();
+    walk(old, new, &mut path, &active, rules, &mut out);
+    out
+}
+
+fn walk(
+    old: Option<&Value>,
+    new: Option<&Value>,
+    path: &mut FieldPath,
+    active: &Active,
+    rules: &FieldRules,
+    out: &mut Vec<Change>,
+) {
+    if old == new {
+        return;
+    }
+    let depth = path.segments().len();
+    if complete(&rules.ignored, &active.ignored, depth) {
+        return;
+    }
+    if complete(&rules.fill_once, &active.fill_once, depth)
+        && is_empty(old)
+        && !matches!(new, Some(Value::Object(_)))
+    {
+        return;
+    }
+    let old = old.filter(|v| !v.is_null());
+    let new = new.filter(|v| !v.is_null());
+    match (old, new) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            walk_objects(a, b, path, active, rules, out)
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) if !a.is_empty() && !b.is_empty() => {
+            for index in 0..a.len().max(b.len()) {
+                let segment = Segment::Index(index);
+                let next = active.step(rules, depth, &segment);
+                path.push(segment);
+                walk(a.get(index), b.get(index), path, &next, rules, out);
+                path.pop();
+            }
+        }
+        (Some(Value::Object(map)), None) | (None, Some(Value::Object(map))) => {
+            // An object that is not there at all on one side: look inside, since it may hold
+            // nothing but non-compared fields (the bootstrapToken CAPI creates with its token);
+            // otherwise report it once, here (below the spec itself).
+            let added = old.is_none();
+            let before = out.len();
+            let empty = Map::new();
+            if added {
+                walk_objects(&empty, map, path, active, rules, out);
+            } else {
+                walk_objects(map, &empty, path, active, rules, out);
+            }
+            if out.len() > before && depth > 1 {
+                out.truncate(before);
+                out.push(Change {
+                    path: path.clone(),
+                    kind: if added {
+                        ChangeKind::Added
+                    } else {
+                        ChangeKind::Removed
+                    },
+                });
+            }
+        }
+        (old, new) => {
+            let kind = match (is_absent(old), is_absent(new)) {
+                (true, true) => return,
+                (true, false) => ChangeKind::Added,
+                (false, true) => ChangeKind::Removed,
+                (false, false) => ChangeKind::Changed,
+            };
+            out.push(Change {
+                path: path.clone(),
+                kind,
+            });
+        }
+    }
+}
+
+fn walk_objects(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    path: &mut FieldPath,
+    active: &Active,
+    rules: &FieldRules,
+    out: &mut Vec<Change>,
+) {
+    let depth = path.segments().len();
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        let segment = Segment::Key(key.clone());
+        let next = active.step(rules, depth, &segment);
+        path.push(segment);
+        walk(a.get(key), b.get(key), path, &next, rules, out);
+        path.pop();
+    }
+}
+
+/// A canonical JSON rendering of `value` found at `root` with every ignored and fill-once field
+/// removed, absent values dropped and object keys sorted: the input of the spec fingerprint.
+pub fn canonical_json(root: &str, value: Option<&Value>, rules: &FieldRules) -> String {
+    let mut out = String::new();
+    let mut path = FieldPath::root(root);
+    let active = Active::start(rules, &Segment::Key(root.to_string()));
+    if !write_canonical(value, &mut path, &active, rules, &mut out) {
+        out.push_str("null");
+    }
+    out
+}
+
+/// Writes `value` unless it is absent or non-compared; returns whether it wrote anything.
+fn write_canonical(
+    value: Option<&Value>,
+    path: &mut FieldPath,
+    active: &Active,
+    rules: &FieldRules,
+    out: &mut String,
+) -> bool {
+    let depth = path.segments().len();
+    if complete(&rules.ignored, &active.ignored, depth)
+        || complete(&rules.fill_once, &active.fill_once, depth)
+    {
+        return false;
+    }
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(map)) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let start = out.len();
+            out.push('{');
+            let mut wrote_any = false;
+            for key in keys {
+                let segment = Segment::Key(key.clone());
+                let next = active.step(rules, depth, &segment);
+                let mark = out.len();
+                if wrote_any {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                path.push(segment);
+                let wrote = write_canonical(map.get(key), path, &next, rules, out);
+                path.pop();
+                if wrote {
+                    wrote_any = true;
+                } else {
+                    out.truncate(mark);
+                }
+            }
+            if wrote_any {
+                out.push('}');
+            } else {
+                out.truncate(start);
+            }
+            wrote_any
+        }
+        Some(Value::Array(items)) => {
+            if items.is_empty() {
+                return false;
+            }
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                let segment = Segment::Index(index);
+                let next = active.step(rules, depth, &segment);
+                path.push(segment);
+                if !write_canonical(Some(item), path, &next, rules, out) {
+                    out.push_str("null");
+                }
+                path.pop();
+            }
+            out.push(']');
+            true
+        }
+        Some(scalar) => {
+            out.push_str(&scalar.to_string());
+            true
+        }
+    }
+}

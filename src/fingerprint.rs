@@ -1,0 +1,108 @@
+//! The spec fingerprint and the rotation name suggested from it.
+//!
+//! The fingerprint is the SHA-256 of the spec in canonical form (keys sorted, absent values and
+//! the non-compared fields removed), so two configs whose specs differ only in key order, in the
+//! controller-written token or in CAPI's defaults share it.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::diff::{canonical_json, FieldRules};
+
+/// The longest name a CRD object may have (a DNS subdomain).
+const MAX_NAME: usize = 253;
+const SUFFIX_HEX: usize = 8;
+
+/// Lower-case hex SHA-256 of the canonical spec.
+pub fn spec_fingerprint(spec: Option<&Value>, rules: &FieldRules) -> String {
+    let digest = Sha256::digest(canonical_json("spec", spec, rules).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn has_hash_suffix(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    bytes.len() >= SUFFIX_HEX + 1
+        && bytes[bytes.len() - SUFFIX_HEX - 1] == b'-'
+        && bytes[bytes.len() - SUFFIX_HEX..]
+            .iter()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+}
+
+/// `worker-a-0123abcd` + fingerprint `5e6f7a8b...` -> `worker-a-5e6f7a8b`.
+pub fn suggested_name(current: &str, fingerprint: &str) -> String {
+    let base = if has_hash_suffix(current) {
+        &current[..current.len() - SUFFIX_HEX - 1]
+    } else {
+        current
+    };
+    let suffix = &fingerprint[..SUFFIX_HEX.min(fingerprint.len())];
+    let mut base = base.trim_end_matches('-');
+    if base.len() + 1 + suffix.len() > MAX_NAME {
+        base = base[..MAX_NAME - 1 - suffix.len()].trim_end_matches(['-', '.']);
+    }
+    if base.is_empty() {
+        suffix.to_string()
+    } else {
+        format!("{base}-{suffix}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::in_place_edit::default_field_rules;
+    use rstest::rstest;
+    use serde_json::json;
+
+    #[rstest]
+    #[case::plain("worker-a", "worker-a-5e6f7a8b")]
+    #[case::hash_suffix("worker-a-0123abcd", "worker-a-5e6f7a8b")]
+    #[case::upper_hex_is_not_ours("worker-a-0123ABCD", "worker-a-0123ABCD-5e6f7a8b")]
+    #[case::seven_hex("worker-a-0123abc", "worker-a-0123abc-5e6f7a8b")]
+    #[case::counter_suffix("worker-a-3", "worker-a-3-5e6f7a8b")]
+    #[case::only_hash("-0123abcd", "5e6f7a8b")]
+    fn suggested_names(#[case] current: &str, #[case] expected: &str) {
+        assert_eq!(suggested_name(current, "5e6f7a8b9c0d"), expected);
+    }
+
+    #[test]
+    fn suggested_name_stays_a_valid_length() {
+        let long = "a".repeat(253);
+        let name = suggested_name(&long, "5e6f7a8b");
+        assert_eq!(name.len(), 253);
+        assert!(name.ends_with("-5e6f7a8b"));
+    }
+
+    #[test]
+    fn fingerprint_ignores_key_order_token_and_defaults() {
+        let rules = default_field_rules("KubeadmConfig");
+        let a = json!({
+            "files": [{"path": "/etc/x", "content": "x"}],
+            "joinConfiguration": {"discovery": {"bootstrapToken": {"token": "abc.def", "apiServerEndpoint": "10.0.0.1:6443"}},
+                                  "nodeRegistration": {"imagePullPolicy": "IfNotPresent", "name": "n"}},
+            "format": "cloud-config"
+        });
+        let b = json!({
+            "joinConfiguration": {"nodeRegistration": {"name": "n"}},
+            "files": [{"content": "x", "path": "/etc/x"}]
+        });
+        assert_eq!(
+            spec_fingerprint(Some(&a), &rules),
+            spec_fingerprint(Some(&b), &rules)
+        );
+        let c = json!({"joinConfiguration": {"nodeRegistration": {"name": "m"}}, "files": [{"content": "x", "path": "/etc/x"}]});
+        assert_ne!(
+            spec_fingerprint(Some(&b), &rules),
+            spec_fingerprint(Some(&c), &rules)
+        );
+    }
+
+    #[test]
+    fn fingerprint_is_sha256_of_canonical_json() {
+        // sha256("{\"a\":1}")
+        assert_eq!(
+            spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()),
+            "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
+        );
+    }
+}

@@ -1,0 +1,68 @@
+//! The Kubernetes kinds this policy recognises, in CAPI's words.
+
+use serde_json::Value;
+
+/// CAPI's core group, and the group MachinePools were served from while experimental.
+pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
+pub const CAPI_EXP_GROUP: &str = "exp.cluster.x-k8s.io";
+pub const MACHINE_POOL: &str = "MachinePool";
+pub const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
+
+/// The bootstrap config kinds known to CAPI's provider list, evaluated by default.
+pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; 8] = [
+    "KubeadmConfig",
+    "EKSConfig",
+    "NodeadmConfig",
+    "RKE2Config",
+    "K0sWorkerConfig",
+    "KThreesConfig",
+    "MicroK8sConfig",
+    "TalosConfig",
+];
+
+/// A group and kind, the identity of a type independent of its version.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupKind {
+    pub group: String,
+    pub kind: String,
+}
+
+impl GroupKind {
+    pub fn new(group: &str, kind: &str) -> Self {
+        GroupKind {
+            group: group.to_string(),
+            kind: kind.to_string(),
+        }
+    }
+
+    /// `KubeadmConfig.bootstrap.cluster.x-k8s.io`, as the API server names types in errors.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+}
+
+/// Splits `group/version` (or a core `version`) and returns the group.
+pub fn group_of_api_version(api_version: &str) -> &str {
+    api_version
+        .rsplit_once('/')
+        .map(|(group, _)| group)
+        .unwrap_or("")
+}
+
+pub fn is_machine_pool(group: &str, kind: &str) -> bool {
+    kind == MACHINE_POOL && (group == CAPI_GROUP || group == CAPI_EXP_GROUP)
+}
+
+/// Reads a string field, treating anything else (absent, null, a number) as absent.
+pub fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str)
+}
+
+/// Follows a dotted list of object keys.
+pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(value, |v, key| v.get(key))
+}

@@ -1,0 +1,131 @@
+//! Ownership: a config is in use when a MachinePool controls it (the controller ownerReference
+//! CAPI's MachinePool controller sets), and that reference may not be laundered away.
+
+use serde_json::Value;
+
+use crate::identity::Requester;
+use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field};
+use crate::settings::{Action, Settings};
+use crate::verdict::{Finding, Violation};
+
+/// A MachinePool that controls a config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub name: String,
+    pub uid: String,
+}
+
+/// The MachinePool controller references of an object (any version, current or `exp` group).
+pub fn machine_pool_controllers(object: Option<&Value>) -> Vec<Owner> {
+    let Some(refs) = object
+        .and_then(|o| at(o, &["metadata", "ownerReferences"]))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    refs.iter()
+        .filter(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .filter(|r| {
+            is_machine_pool(
+                group_of_api_version(str_field(r, "apiVersion").unwrap_or("")),
+                str_field(r, "kind").unwrap_or(""),
+            )
+        })
+        .map(|r| Owner {
+            name: str_field(r, "name").unwrap_or("").to_string(),
+            uid: str_field(r, "uid").unwrap_or("").to_string(),
+        })
+        .collect()
+}
+
+fn same_owner(a: &Owner, b: &Owner) -> bool {
+    if a.uid.is_empty() || b.uid.is_empty() {
+        a.name == b.name
+    } else {
+        a.uid == b.uid
+    }
+}
+
+/// Rule 4: removing (or demoting) a MachinePool controller reference of an in-use config. Only
+/// the garbage collector and the controller identities may; anyone else could strip it and
+/// then edit the config unchecked.
+pub fn check_removal(
+    settings: &Settings,
+    requester: &Requester,
+    namespace: &str,
+    old_owners: &[Owner],
+    new_object: Option<&Value>,
+    remediation: impl FnOnce() -> String,
+) -> Option<Finding> {
+    if settings.in_place_edits == Action::Ignore
+        || requester.is_garbage_collector()
+        || requester.is_controller(settings)
+    {
+        return None;
+    }
+    let remaining = machine_pool_controllers(new_object);
+    let removed: Vec<&Owner> = old_owners
+        .iter()
+        .filter(|old| !remaining.iter().any(|new| same_owner(old, new)))
+        .collect();
+    if removed.is_empty() {
+        return None;
+    }
+    let pools: Vec<String> = removed
+        .iter()
+        .map(|o| format!("MachinePool {namespace}/{}", o.name))
+        .collect();
+    Some(Finding {
+        action: settings.in_place_edits,
+        violations: pools
+            .iter()
+            .map(|p| {
+                Violation::new(
+                    "metadata.ownerReferences",
+                    format!("Forbidden: removes the controller reference to {p}"),
+                )
+            })
+            .collect(),
+        explanation: format!(
+            "Only the garbage collector and CAPI's controllers (controllerUsers) may remove it: \
+             without it, later in-place edits of this config would go unchecked. Keep \
+             metadata.ownerReferences as CAPI set it. {}",
+            remediation()
+        ),
+        warning: format!(
+            "removing the controller reference to {} hides later in-place edits from this policy",
+            pools.join(", ")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    fn with_refs(refs: Value) -> Value {
+        json!({"metadata": {"ownerReferences": refs}})
+    }
+
+    #[rstest]
+    #[case::v1beta2(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
+    #[case::v1beta1(json!([{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
+    #[case::exp_group(json!([{"apiVersion": "exp.cluster.x-k8s.io/v1beta1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
+    #[case::not_controller(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1"}]), 0)]
+    #[case::controller_false(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": false}]), 0)]
+    #[case::other_group(json!([{"apiVersion": "example.com/v1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 0)]
+    #[case::cluster_owner(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c", "uid": "u2", "controller": true}]), 0)]
+    #[case::not_a_list(json!("MachinePool/mp"), 0)]
+    #[case::garbage_entries(json!([1, null, "x", {"controller": "true"}]), 0)]
+    fn in_use_means_a_machine_pool_controller_reference(
+        #[case] refs: Value,
+        #[case] expected: usize,
+    ) {
+        assert_eq!(
+            machine_pool_controllers(Some(&with_refs(refs))).len(),
+            expected
+        );
+    }
+}

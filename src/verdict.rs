@@ -1,0 +1,183 @@
+//! Findings of the rules and the verdict they add up to, worded the way CAPI's webhooks word
+//! their errors: `Kind.group "name" is invalid: [path: Forbidden: detail, ...]`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use kubewarden_policy_sdk::response::ValidationResponse;
+
+use crate::kinds::GroupKind;
+use crate::settings::Action;
+
+/// Warnings longer than this are cut: the API server truncates long ones anyway.
+pub const WARNING_LIMIT: usize = 120;
+/// The audit annotation set when an exempt requester would have been rejected or warned.
+pub const EXEMPTION_ANNOTATION: &str = "capi-bootstrap-rollout-policy/exemption";
+
+/// One field-level problem: `spec.files[2].content: Forbidden: changed`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub field: String,
+    pub detail: String,
+}
+
+impl Violation {
+    pub fn new(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Violation {
+            field: field.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What one rule found about one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    /// `Reject` or `Warn`; rules drop findings whose action is `Ignore`.
+    pub action: Action,
+    pub violations: Vec<Violation>,
+    /// Why it matters and what to do, appended after the field list of a rejection.
+    pub explanation: String,
+    /// The short form, used when the finding only warns (or for exempt requesters).
+    pub warning: String,
+}
+
+/// The object a request is about, for messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subject {
+    pub group_kind: GroupKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Subject {
+    /// `KubeadmConfig default/worker-a`, for warnings.
+    pub fn short(&self) -> String {
+        if self.namespace.is_empty() {
+            format!("{} {}", self.group_kind.kind, self.name)
+        } else {
+            format!("{} {}/{}", self.group_kind.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub message: Option<String>,
+    pub code: Option<u16>,
+    pub warnings: Vec<String>,
+    pub audit_annotations: BTreeMap<String, String>,
+}
+
+/// Cuts a warning to [`WARNING_LIMIT`] characters.
+pub fn short_warning(text: &str) -> String {
+    if text.chars().count() <= WARNING_LIMIT {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(WARNING_LIMIT - 3).collect();
+    cut.push_str("...");
+    cut
+}
+
+impl Verdict {
+    pub fn accept() -> Self {
+        Verdict {
+            allowed: true,
+            ..Verdict::default()
+        }
+    }
+
+    /// A request this policy cannot read: rejected with 400 and the reason.
+    pub fn bad_request(reason: impl Into<String>) -> Self {
+        Verdict {
+            allowed: false,
+            message: Some(reason.into()),
+            code: Some(400),
+            ..Verdict::default()
+        }
+    }
+
+    /// Adds the findings up: every rejecting violation in one message, every warning listed.
+    pub fn from_findings(subject: &Subject, findings: &[Finding]) -> Self {
+        let rejecting: Vec<&Finding> = findings
+            .iter()
+            .filter(|f| f.action == Action::Reject)
+            .collect();
+        let warnings = findings
+            .iter()
+            .filter(|f| f.action == Action::Warn)
+            .map(|f| short_warning(&f.warning))
+            .collect();
+        if rejecting.is_empty() {
+            return Verdict {
+                allowed: true,
+                warnings,
+                ..Verdict::default()
+            };
+        }
+        let fields: Vec<String> = rejecting
+            .iter()
+            .flat_map(|f| &f.violations)
+            .map(|v| format!("{}: {}", v.field, v.detail))
+            .collect();
+        let mut message = format!(
+            "{} {:?} is invalid: [{}]",
+            subject.group_kind.qualified(),
+            subject.name,
+            fields.join(", ")
+        );
+        let mut explained: Vec<&str> = Vec::new();
+        for finding in &rejecting {
+            if !explained.contains(&finding.explanation.as_str()) {
+                explained.push(&finding.explanation);
+                message.push_str(". ");
+                message.push_str(&finding.explanation);
+            }
+        }
+        Verdict {
+            allowed: false,
+            message: Some(message),
+            code: Some(403),
+            warnings,
+            audit_annotations: BTreeMap::new(),
+        }
+    }
+
+    /// An exempt requester is allowed; what would have happened goes into the audit log.
+    pub fn exempt(self, reason: &str) -> Self {
+        if self.allowed && self.warnings.is_empty() {
+            return self;
+        }
+        let outcome = match &self.message {
+            Some(message) if !self.allowed => format!("would have rejected: {message}"),
+            _ => format!("would have warned: {}", self.warnings.join(" | ")),
+        };
+        let mut audit_annotations = self.audit_annotations;
+        audit_annotations.insert(
+            EXEMPTION_ANNOTATION.to_string(),
+            format!("allowed because {reason}; {outcome}"),
+        );
+        Verdict {
+            allowed: true,
+            message: None,
+            code: None,
+            warnings: self.warnings,
+            audit_annotations,
+        }
+    }
+
+    pub fn into_response(self) -> ValidationResponse {
+        ValidationResponse {
+            accepted: self.allowed,
+            message: self.message,
+            code: self.code,
+            mutated_object: None,
+            audit_annotations: (!self.audit_annotations.is_empty()).then(|| {
+                self.audit_annotations
+                    .into_iter()
+                    .collect::<HashMap<_, _>>()
+            }),
+            warnings: (!self.warnings.is_empty()).then_some(self.warnings),
+        }
+    }
+}
