@@ -39,8 +39,9 @@ clippy: | wasm-target
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p capi-bootstrap-rollout-policy -- -D warnings
 
-unit:
-	$(CARGO) test --locked -p capi-bootstrap-rollout-policy
+# tests/manifests.rs compares the annotated module's metadata section with metadata.yml.
+unit: annotated-policy.wasm
+	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked -p capi-bootstrap-rollout-policy
 
 e2e: annotated-policy.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)

@@ -171,8 +171,9 @@ impl Settings {
             for pattern in &rules.fill_once {
                 if rules.ignored.iter().any(|p| p.as_str() == pattern.as_str()) {
                     errors.push(format!(
-                        "fillOncePaths/ignoredPaths: {kind} path {pattern:?} is in both lists \
-                         (built-in defaults included); a field is either machine-only or fill-once"
+                        "fillOncePaths/ignoredPaths: {kind} path {:?} is in both lists \
+                         (built-in defaults included); a field is either machine-only or fill-once",
+                        pattern.as_str()
                     ));
                 }
             }
@@ -402,4 +403,111 @@ pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
 /// Parses the settings object of a `validate` payload (already validated by the host).
 pub fn settings_of(payload: &Map<String, Value>) -> Result<Settings, String> {
     Settings::from_value(payload.get("settings").unwrap_or(&Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    #[test]
+    fn empty_and_null_settings_are_the_defaults() {
+        assert_eq!(
+            Settings::from_value(&json!({})).unwrap(),
+            Settings::default()
+        );
+        assert_eq!(
+            Settings::from_value(&Value::Null).unwrap(),
+            Settings::default()
+        );
+        let defaults = Settings::default();
+        assert_eq!(defaults.in_place_edits, Action::Reject);
+        assert_eq!(defaults.contract_violations, Action::Warn);
+        assert_eq!(defaults.controller_users, [DEFAULT_CONTROLLER_USER]);
+        assert_eq!(defaults.bootstrap_config_kinds.len(), 8);
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let settings = Settings::from_value(&json!({
+            "inPlaceEdits": "warn", "contractViolations": "ignore",
+            "exemptUsers": ["alice"], "exemptGroups": ["admins"],
+            "controllerUsers": ["system:serviceaccount:capi:manager"],
+            "bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}],
+            "ignoredPaths": {"KubeadmConfig": ["spec.files[*].content"]},
+            "fillOncePaths": {"KubeadmConfig": ["spec.ntp.servers"]}
+        }))
+        .unwrap();
+        assert_eq!(settings.in_place_edits, Action::Warn);
+        assert_eq!(settings.contract_violations, Action::Ignore);
+        assert_eq!(settings.exempt_users, ["alice"]);
+        assert_eq!(settings.exempt_groups, ["admins"]);
+        assert_eq!(
+            settings.controller_users,
+            ["system:serviceaccount:capi:manager"]
+        );
+        assert_eq!(
+            settings.bootstrap_config_kinds,
+            [GroupKind::new(BOOTSTRAP_GROUP, "KubeadmConfig")]
+        );
+        assert_eq!(settings.field_rules("KubeadmConfig").ignored.len(), 2);
+        assert_eq!(settings.field_rules("KubeadmConfig").fill_once.len(), 10);
+    }
+
+    #[rstest]
+    #[case::typo_key(json!({"inPlaceEdit": "reject"}), "inPlaceEdit: unknown setting (known: inPlaceEdits, contractViolations")]
+    #[case::bad_enum(json!({"inPlaceEdits": "rejct"}), "inPlaceEdits: unknown value \"rejct\" (expected one of reject, warn, allow)")]
+    #[case::enum_case(json!({"inPlaceEdits": "Reject"}), "inPlaceEdits: unknown value \"Reject\"")]
+    #[case::enum_of_the_other_key(json!({"contractViolations": "allow"}), "contractViolations: unknown value \"allow\" (expected one of reject, warn, ignore)")]
+    #[case::enum_not_a_string(json!({"inPlaceEdits": false}), "inPlaceEdits: must be one of reject, warn, allow, got a boolean")]
+    #[case::users_not_a_list(json!({"exemptUsers": "alice"}), "exemptUsers: must be a list of strings, got a string")]
+    #[case::user_empty(json!({"exemptUsers": [""]}), "exemptUsers[0]: \"\" is empty or has surrounding spaces")]
+    #[case::user_padded(json!({"controllerUsers": ["system:serviceaccount:capi-system:capi-manager "]}), "controllerUsers[0]:")]
+    #[case::group_number(json!({"exemptGroups": [7]}), "exemptGroups[0]: must be a string, got a number")]
+    #[case::kinds_empty(json!({"bootstrapConfigKinds": []}), "bootstrapConfigKinds: an empty list would switch the in-place edit check off")]
+    #[case::kinds_typo(json!({"bootstrapConfigKinds": [{"group": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[0].group: unknown field (expected apiGroup and kind)")]
+    #[case::kinds_lowercase(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "kubeadmconfig"}]}), "bootstrapConfigKinds[0].kind: \"kubeadmconfig\" is not a Kind")]
+    #[case::kinds_bad_group(json!({"bootstrapConfigKinds": [{"apiGroup": "Bootstrap.Cluster", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[0].apiGroup: \"Bootstrap.Cluster\" is not an API group")]
+    #[case::kinds_machine_pool(json!({"bootstrapConfigKinds": [{"apiGroup": "cluster.x-k8s.io", "kind": "MachinePool"}]}), "bootstrapConfigKinds[0]: MachinePool is the consumer of bootstrap configs")]
+    #[case::kinds_twice(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}, {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[1]: KubeadmConfig.bootstrap.cluster.x-k8s.io is listed twice")]
+    #[case::paths_unknown_kind(json!({"ignoredPaths": {"KubeadmConfigs": ["spec.files"]}}), "ignoredPaths.KubeadmConfigs: KubeadmConfigs is not one of bootstrapConfigKinds")]
+    #[case::paths_kind_not_configured(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "EKSConfig"}], "fillOncePaths": {"KubeadmConfig": ["spec.files"]}}), "fillOncePaths.KubeadmConfig: KubeadmConfig is not one of bootstrapConfigKinds (EKSConfig)")]
+    #[case::paths_not_a_map(json!({"ignoredPaths": ["spec.files"]}), "ignoredPaths: must be a map of kind to a list of paths, got a list")]
+    #[case::path_malformed(json!({"ignoredPaths": {"KubeadmConfig": ["spec.files[*.content"]}}), "ignoredPaths.KubeadmConfig[0]: \"spec.files[*.content\": unclosed '['")]
+    #[case::path_outside_spec(json!({"fillOncePaths": {"KubeadmConfig": ["status.ready"]}}), "fillOncePaths.KubeadmConfig[0]: \"status.ready\": paths start at \"spec.\"")]
+    #[case::path_whole_spec(json!({"ignoredPaths": {"KubeadmConfig": ["spec.*"]}}), "ignoredPaths.KubeadmConfig[0]: \"spec.*\": matches the whole spec")]
+    #[case::token_made_fill_once(json!({"fillOncePaths": {"KubeadmConfig": ["spec.joinConfiguration.discovery.bootstrapToken.token"]}}), "fillOncePaths/ignoredPaths: KubeadmConfig path \"spec.joinConfiguration.discovery.bootstrapToken.token\" is in both lists")]
+    #[case::same_path_in_both(json!({"fillOncePaths": {"EKSConfig": ["spec.ntp"]}, "ignoredPaths": {"EKSConfig": ["spec.ntp"]}}), "EKSConfig path \"spec.ntp\" is in both lists")]
+    #[case::not_an_object(json!(["reject"]), "settings must be an object, got a list")]
+    fn invalid_settings_name_their_key(#[case] settings: Value, #[case] fragment: &str) {
+        let error = Settings::from_value(&settings).unwrap_err();
+        assert!(error.contains(fragment), "{error}");
+    }
+
+    #[test]
+    fn all_problems_are_reported_at_once() {
+        let error = Settings::from_value(
+            &json!({"inPlaceEdits": "x", "contractViolations": "y", "exemptUser": []}),
+        )
+        .unwrap_err();
+        assert_eq!(error.matches("; ").count(), 2, "{error}");
+    }
+
+    #[rstest]
+    #[case::valid(br#"{"inPlaceEdits": "warn"}"#.as_slice(), true, None)]
+    #[case::invalid(br#"{"inPlaceEdits": "nope"}"#.as_slice(), false, Some("inPlaceEdits: unknown value \"nope\""))]
+    #[case::not_json(b"{".as_slice(), false, Some("settings are not valid JSON"))]
+    fn validate_settings_entry_point(
+        #[case] payload: &[u8],
+        #[case] valid: bool,
+        #[case] fragment: Option<&str>,
+    ) {
+        let response = validate_settings_payload(payload);
+        assert_eq!(response.valid, valid);
+        match fragment {
+            Some(f) => assert!(response.message.unwrap().contains(f)),
+            None => assert!(response.message.is_none()),
+        }
+    }
 }
