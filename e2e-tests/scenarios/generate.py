@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""Writes the e2e scenarios: one directory per scenario with request.json (a raw
+AdmissionRequest, exactly what `kwctl run --request-path` takes) and scenario.yaml (settings
+and expected verdict). The JSON files are the source of truth for kwctl users; this script
+only keeps them consistent. Edit it and run `python3 e2e-tests/scenarios/generate.py`.
+
+Objects are written as a cluster stores them: ownerReferences set by the MachinePool
+controller, the token written by the kubeadm bootstrap controller, status, defaults."""
+import copy
+import itertools
+import json
+import os
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NS = "team-payments"
+POOL = "workers-spot"
+POOL_UID = "3f0c9a52-5d1e-4d53-9a43-2a7f1b8e6c01"
+CONFIG = "workers-spot-8d2f0a1c"
+KUBEADM_BOOTSTRAP = "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager"
+CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
+GC = "system:serviceaccount:kube-system:generic-garbage-collector"
+ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:authenticated"]}
+BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
+PLURAL = {"KubeadmConfig": "kubeadmconfigs", "EKSConfig": "eksconfigs", "RKE2Config": "rke2configs",
+          "MachinePool": "machinepools", "TalosConfig": "talosconfigs", "AcmeConfig": "acmeconfigs"}
+
+
+def sa(name):
+    return {"username": name, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:" + name.split(":")[2], "system:authenticated"]}
+
+
+def meta(name, uid, generation=1, labels=None, owners=None):
+    m = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "482913", "generation": generation,
+         "creationTimestamp": "2026-11-02T09:14:07Z",
+         "labels": {"cluster.x-k8s.io/cluster-name": "prod-eu-1", **(labels or {})}}
+    if owners:
+        m["ownerReferences"] = owners
+    return m
+
+
+def pool_owner(version="v1beta2"):
+    return [{"apiVersion": f"cluster.x-k8s.io/{version}", "kind": "MachinePool", "name": POOL,
+             "uid": POOL_UID, "controller": True, "blockOwnerDeletion": True}]
+
+
+def kubeadm_spec(version, sysctl="net.ipv4.ip_forward = 1", max_pods="110", token="q3v8ks.x6f1b2c9d0e4a7m5"):
+    args = {"max-pods": max_pods, "node-labels": "node.kubernetes.io/lifecycle=spot"}
+    if version == "v1beta2":
+        args = [{"name": k, "value": v} for k, v in args.items()]
+    spec = {
+        "files": [
+            {"path": "/etc/sysctl.d/90-kubernetes.conf", "owner": "root:root", "permissions": "0644", "content": sysctl},
+            {"path": "/etc/containerd/conf.d/mirror.toml", "content": "[plugins.cri.registry]\n  config_path = \"/etc/containerd/certs.d\"\n"},
+        ],
+        "preKubeadmCommands": ["sysctl --system", "systemctl restart containerd"],
+        "joinConfiguration": {
+            "nodeRegistration": {"name": "{{ ds.meta_data.local_hostname }}", "kubeletExtraArgs": args},
+            "discovery": {"bootstrapToken": {"token": token, "apiServerEndpoint": "10.20.0.10:6443",
+                                             "caCertHashes": ["sha256:5b7c0f3e0d6a4c9e8f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70"]}},
+        },
+    }
+    if version == "v1beta1":
+        spec["format"] = "cloud-config"
+        spec["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"] = "IfNotPresent"
+    return spec
+
+
+def kubeadm_status(version):
+    if version == "v1beta1":
+        return {"ready": True, "dataSecretName": CONFIG, "observedGeneration": 7}
+    return {"initialization": {"dataSecretCreated": True}, "dataSecretName": CONFIG, "observedGeneration": 7}
+
+
+def kubeadm_config(version="v1beta2", owned=True, labels=None, status=True, **spec_args):
+    obj = {"apiVersion": f"bootstrap.cluster.x-k8s.io/{version}", "kind": "KubeadmConfig",
+           "metadata": meta(CONFIG, "9a3e5b1c-7f2d-4e8a-b6c4-1d0f2e3a4b5c", 7, labels, pool_owner() if owned else None),
+           "spec": kubeadm_spec(version, **spec_args)}
+    if status:
+        obj["status"] = kubeadm_status(version)
+    return obj
+
+
+def machine_pool(version, config_ref, data_secret=CONFIG, replicas=3):
+    bootstrap = {}
+    if config_ref is not None:
+        bootstrap["configRef"] = config_ref
+    if data_secret:
+        bootstrap["dataSecretName"] = data_secret
+    infra = ({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachinePool", "name": POOL, "namespace": NS}
+             if version == "v1beta1" else
+             {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSMachinePool", "name": POOL})
+    return {"apiVersion": f"cluster.x-k8s.io/{version}", "kind": "MachinePool",
+            "metadata": meta(POOL, POOL_UID, 4),
+            "spec": {"clusterName": "prod-eu-1", "replicas": replicas,
+                     "template": {"spec": {"clusterName": "prod-eu-1", "version": "v1.33.4",
+                                           "bootstrap": bootstrap, "infrastructureRef": infra}}}}
+
+
+def ref(version, name, kind="KubeadmConfig", group="bootstrap.cluster.x-k8s.io", api_version="v1beta2", namespace=NS):
+    if version == "v1beta1":
+        r = {"apiVersion": f"{group}/{api_version}", "kind": kind, "name": name}
+        if namespace:
+            r["namespace"] = namespace
+        return r
+    return {"apiGroup": group, "kind": kind, "name": name}
+
+
+def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_run=False):
+    any_obj = obj or old
+    group, version = any_obj["apiVersion"].split("/")
+    kind = any_obj["kind"]
+    resource = {"group": group, "version": version, "resource": PLURAL[kind]}
+    req = {"uid": str(uuid.UUID(int=(0x705ab4f5 << 96) + next(REQUEST_UIDS))), "kind": {"group": group, "version": version, "kind": kind},
+           "resource": resource, "requestKind": {"group": group, "version": version, "kind": kind},
+           "requestResource": resource, "name": any_obj["metadata"]["name"], "namespace": NS,
+           "operation": operation, "userInfo": user, "object": obj, "oldObject": old, "dryRun": dry_run,
+           "options": {"apiVersion": "meta.k8s.io/v1",
+                       "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}[operation]}}
+    if sub_resource:
+        req["subResource"] = sub_resource
+        req["requestSubResource"] = sub_resource
+    return req
+
+
+SCENARIOS = []
+REQUEST_UIDS = itertools.count(1)  # deterministic uids: regenerating changes nothing
+
+
+def scenario(name, description, req, expect, settings=None):
+    SCENARIOS.append((name, description, req, expect, settings))
+
+
+def edited(obj, fn):
+    new = copy.deepcopy(obj)
+    fn(new)
+    new["metadata"]["generation"] += 1
+    new["metadata"]["resourceVersion"] = "482977"
+    return new
+
+
+def edit_in_place(o):
+    o["spec"]["files"][0]["content"] = "net.ipv4.ip_forward = 1\nvm.max_map_count = 262144"
+    args = o["spec"]["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+    if isinstance(args, dict):
+        args["max-pods"] = "58"
+    else:
+        args[0]["value"] = "58"
+
+
+# --- Rule 1: rotation -------------------------------------------------------------------------
+for v in ("v1beta1", "v1beta2"):
+    scenario(f"machinepool-{v}-rotate-configref",
+             f"{v}: rotating configRef to a new KubeadmConfig is how a bootstrap change rolls out: allowed",
+             request("UPDATE", machine_pool(v, ref(v, "workers-spot-4c1d9e2b")), machine_pool(v, ref(v, CONFIG))),
+             {"allowed": True, "warnings": 0})
+    scenario(f"machinepool-{v}-create",
+             f"{v}: creating a MachinePool with a complete configRef: allowed, nothing flagged",
+             request("CREATE", machine_pool(v, ref(v, CONFIG), data_secret=None)),
+             {"allowed": True, "warnings": 0})
+scenario("machinepool-v1beta2-rotate-to-eksconfig",
+         "rotation to another provider's kind (KubeadmConfig -> EKSConfig) is a rotation: allowed",
+         request("UPDATE", machine_pool("v1beta2", ref("v1beta2", "workers-spot-eks-1", kind="EKSConfig")), machine_pool("v1beta2", ref("v1beta2", CONFIG))),
+         {"allowed": True, "warnings": 0})
+scenario("machinepool-v1beta1-apiversion-bump",
+         "CAPI bumping configRef.apiVersion (v1beta1 -> v1beta2, same group and name) is not a rotation: allowed silently",
+         request("UPDATE", machine_pool("v1beta1", ref("v1beta1", CONFIG, api_version="v1beta2")), machine_pool("v1beta1", ref("v1beta1", CONFIG, api_version="v1beta1")), user=sa(CAPI_MANAGER)),
+         {"allowed": True, "warnings": 0})
+scenario("machinepool-v1beta1-drop-configref",
+         "dropping configRef for a hand-set dataSecretName is allowed",
+         request("UPDATE", machine_pool("v1beta1", None, data_secret="workers-spot-handmade"), machine_pool("v1beta1", ref("v1beta1", CONFIG))),
+         {"allowed": True, "warnings": 0})
+scenario("machinepool-v1beta1-configref-other-namespace",
+         "a v1beta1 configRef into another namespace is rejected: CAPI looks configs up in the pool's namespace only",
+         request("UPDATE", machine_pool("v1beta1", ref("v1beta1", "workers-spot-4c1d9e2b", namespace="shared-configs")), machine_pool("v1beta1", ref("v1beta1", CONFIG))),
+         {"allowed": False, "code": 403, "messageContains": [
+             'MachinePool.cluster.x-k8s.io "workers-spot" is invalid: [spec.template.spec.bootstrap.configRef.namespace: Invalid value: "shared-configs": must be the MachinePool\'s namespace "team-payments"]',
+             'Create the config in namespace "team-payments" and omit configRef.namespace']})
+scenario("machinepool-v1beta2-replicas-only",
+         "an UPDATE that leaves the bootstrap ref alone (scaling) is not judged again: allowed silently",
+         request("UPDATE", machine_pool("v1beta2", ref("v1beta2", CONFIG), replicas=6), machine_pool("v1beta2", ref("v1beta2", CONFIG))),
+         {"allowed": True, "warnings": 0}, settings={"contractViolations": "reject"})
+scenario("machinepool-v1beta2-rotate-to-unlisted-kind",
+         "rotation to a kind outside bootstrapConfigKinds is allowed with a warning that its edits are not checked",
+         request("UPDATE", machine_pool("v1beta2", ref("v1beta2", "workers-spot-acme-1", kind="AcmeConfig", group="bootstrap.acme.example.com")), machine_pool("v1beta2", ref("v1beta2", CONFIG))),
+         {"allowed": True, "warningsContain": ["configRef kind AcmeConfig.bootstrap.acme.example.com is not in bootstrapConfigKinds"]})
+
+# --- Rule 5: contract fields --------------------------------------------------------------------
+no_api_version = ref("v1beta1", "workers-spot-4c1d9e2b")
+del no_api_version["apiVersion"]
+scenario("machinepool-v1beta1-configref-missing-apiversion",
+         "a v1beta1 configRef without apiVersion breaks the bootstrap contract: flagged with a warning by default",
+         request("UPDATE", machine_pool("v1beta1", no_api_version), machine_pool("v1beta1", ref("v1beta1", CONFIG))),
+         {"allowed": True, "warnings": 1, "warningsContain": ["spec.template.spec.bootstrap.configRef.apiVersion missing: CAPI cannot resolve the bootstrap config"]})
+no_kind = ref("v1beta1", "workers-spot-4c1d9e2b")
+del no_kind["kind"]
+scenario("machinepool-v1beta1-configref-missing-kind-reject",
+         "contractViolations: reject turns the contract flag into a rejection naming the field",
+         request("CREATE", machine_pool("v1beta1", no_kind, data_secret=None)),
+         {"allowed": False, "code": 403, "messageContains": ["[spec.template.spec.bootstrap.configRef.kind: Required: the bootstrap contract resolves the config by it]"]},
+         settings={"contractViolations": "reject"})
+for v, flag in (("v1beta1", "status.ready"), ("v1beta2", "status.initialization.dataSecretCreated")):
+    old = kubeadm_config(v, status=False)
+    new = copy.deepcopy(old)
+    new["status"] = kubeadm_status(v)
+    del new["status"]["dataSecretName"]
+    scenario(f"kubeadmconfig-{v}-status-ready-without-secret",
+             f"{v}: a provider reporting {flag} without status.dataSecretName is flagged (warning)",
+             request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+             {"allowed": True, "warnings": 1, "warningsContain": [f"status.dataSecretName missing while {flag} is true (bootstrap contract)"]})
+old = kubeadm_config("v1beta2", status=False)
+new = copy.deepcopy(old)
+new["status"] = {"initialization": {"dataSecretCreated": True}}
+scenario("kubeadmconfig-v1beta2-status-contract-reject",
+         "contractViolations: reject refuses a status update that claims ready data without naming the secret",
+         request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+         {"allowed": False, "messageContains": ["[status.dataSecretName: Required: status.initialization.dataSecretCreated is true"]},
+         settings={"contractViolations": "reject"})
+scenario("kubeadmconfig-v1beta2-status-contract-ignore",
+         "contractViolations: ignore says nothing about the same status",
+         request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+         {"allowed": True, "warnings": 0}, settings={"contractViolations": "ignore"})
+
+# --- Rule 2: in-place edits ---------------------------------------------------------------------
+for v in ("v1beta1", "v1beta2"):
+    old = kubeadm_config(v)
+    scenario(f"kubeadmconfig-{v}-token-rotation",
+             f"{v}: the kubeadm bootstrap controller rotating the join token (every ~7.5 min) is machine-made: allowed",
+             request("UPDATE", edited(old, lambda o: o["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"].update(token="m2p7qd.h4j8k2l6n1r5t9w3")), old, user=sa(KUBEADM_BOOTSTRAP)),
+             {"allowed": True, "warnings": 0})
+    args_path = "kubeletExtraArgs.max-pods" if v == "v1beta1" else "kubeletExtraArgs[0].value"
+    scenario(f"kubeadmconfig-{v}-edit-in-use",
+             f"{v}: editing the spec of a config a MachinePool uses is rejected with every path and the rotation to do instead",
+             request("UPDATE", edited(old, edit_in_place), old),
+             {"allowed": False, "code": 403, "messageContains": [
+                 f'KubeadmConfig.bootstrap.cluster.x-k8s.io "{CONFIG}" is invalid: [spec.files[0].content: Forbidden: changed, spec.joinConfiguration.nodeRegistration.{args_path}: Forbidden: changed]',
+                 f"The config is in use by MachinePool {NS}/{POOL}, and CAPI does not roll in-place bootstrap edits out to existing instances (cluster-api #8858)",
+                 'To roll a change out, create a new KubeadmConfig "workers-spot-',
+                 f"in namespace {NS} with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool {NS}/{POOL} to \"workers-spot-"]})
+fresh = kubeadm_config("v1beta1", status=False)
+fresh["spec"]["joinConfiguration"]["discovery"] = {}
+del fresh["spec"]["format"]
+del fresh["spec"]["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"]
+
+
+def fill(o):
+    o["spec"]["format"] = "cloud-config"
+    o["spec"]["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"] = "IfNotPresent"
+    o["spec"]["joinConfiguration"]["discovery"] = kubeadm_spec("v1beta1")["joinConfiguration"]["discovery"]
+
+
+scenario("kubeadmconfig-v1beta1-controller-fills-discovery",
+         "v1beta1: CAPI filling the empty bootstrapToken (token, endpoint, CA hashes) and the defaults once: allowed",
+         request("UPDATE", edited(fresh, fill), fresh, user=sa(KUBEADM_BOOTSTRAP)), {"allowed": True, "warnings": 0})
+old = kubeadm_config("v1beta2")
+scenario("kubeadmconfig-v1beta2-endpoint-changed",
+         "a fill-once field changed after it was filled (apiServerEndpoint) is an in-place edit: rejected",
+         request("UPDATE", edited(old, lambda o: o["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"].update(apiServerEndpoint="10.20.0.99:6443")), old),
+         {"allowed": False, "messageContains": ["[spec.joinConfiguration.discovery.bootstrapToken.apiServerEndpoint: Forbidden: changed]"]})
+scenario("kubeadmconfig-v1beta2-edit-not-in-use",
+         "a config no MachinePool controls yet may be edited: allowed",
+         request("UPDATE", edited(kubeadm_config(owned=False, status=False), edit_in_place), kubeadm_config(owned=False, status=False)),
+         {"allowed": True, "warnings": 0})
+scenario("kubeadmconfig-v1beta2-edit-warn-mode",
+         "inPlaceEdits: warn lets the edit through with a short warning",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": True, "warnings": 1, "warningsContain": [f"spec.files[0].content (+1 more) edited in place: not rolled out to MachinePool {NS}/{POOL}"]},
+         settings={"inPlaceEdits": "warn"})
+scenario("kubeadmconfig-v1beta2-edit-allow-mode",
+         "inPlaceEdits: allow switches the check off",
+         request("UPDATE", edited(old, edit_in_place), old), {"allowed": True, "warnings": 0}, settings={"inPlaceEdits": "allow"})
+scenario("kubeadmconfig-v1beta2-metadata-only",
+         "label and annotation changes are not spec edits: allowed",
+         request("UPDATE", edited(old, lambda o: (o["metadata"]["labels"].update(team="payments"), o["metadata"].update(annotations={"owner": "payments"}))), old),
+         {"allowed": True, "warnings": 0})
+scenario("kubeadmconfig-v1beta2-ignored-paths-setting",
+         "ignoredPaths extends the machine-only fields: file contents ignored, so only the kubelet arg is reported",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": False, "messageContains": ["[spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed]"]},
+         settings={"ignoredPaths": {"KubeadmConfig": ["spec.files[*].content"]}})
+ntp_old = kubeadm_config("v1beta2")
+ntp_new = edited(ntp_old, lambda o: o["spec"].update(ntp={"enabled": True, "servers": ["169.254.169.123"]}))
+scenario("kubeadmconfig-v1beta2-fill-once-paths-setting",
+         "fillOncePaths extends the fill-once fields: a first NTP setup is allowed",
+         request("UPDATE", ntp_new, ntp_old), {"allowed": True, "warnings": 0},
+         settings={"fillOncePaths": {"KubeadmConfig": ["spec.ntp.enabled", "spec.ntp.servers"]}})
+scenario("kubeadmconfig-v1beta2-delete",
+         "DELETE is accepted (protecting referenced configs needs the context-aware mode)",
+         request("DELETE", None, old), {"allowed": True, "warnings": 0})
+
+# --- Rule 3: ClusterClass -----------------------------------------------------------------------
+topo = kubeadm_config("v1beta2", labels={"topology.cluster.x-k8s.io/owned": "", "topology.cluster.x-k8s.io/deployment-name": "md-0"})
+scenario("kubeadmconfig-v1beta2-topology-controller-patch",
+         "the topology controller patching a ClusterClass-managed config in place (cluster-api #10496): allowed",
+         request("UPDATE", edited(topo, edit_in_place), topo, user=sa(CAPI_MANAGER)), {"allowed": True, "warnings": 0})
+scenario("kubeadmconfig-v1beta2-topology-label-other-user",
+         "anyone else editing a topology-owned config: the label changes nothing, rejected",
+         request("UPDATE", edited(topo, edit_in_place), topo), {"allowed": False, "messageContains": ["[spec.files[0].content: Forbidden: changed"]})
+scenario("kubeadmconfig-v1beta2-borrow-topology-label",
+         "adding the topology label in the same edit buys nothing: judged on the stored object, rejected",
+         request("UPDATE", edited(old, lambda o: (edit_in_place(o), o["metadata"]["labels"].update({"topology.cluster.x-k8s.io/owned": ""}))), old, user=sa(CAPI_MANAGER)),
+         {"allowed": False, "messageContains": ["[spec.files[0].content: Forbidden: changed"]})
+
+# --- Rule 4: ownership laundering ---------------------------------------------------------------
+scenario("kubeadmconfig-v1beta2-strip-ownerref",
+         "removing the MachinePool controller reference (step 1 of a two-step bypass) is rejected",
+         request("UPDATE", edited(old, lambda o: o["metadata"].pop("ownerReferences")), old),
+         {"allowed": False, "messageContains": [f"[metadata.ownerReferences: Forbidden: removes the controller reference to MachinePool {NS}/{POOL}]", "Keep metadata.ownerReferences as CAPI set it"]})
+scenario("kubeadmconfig-v1beta2-strip-ownerref-and-edit",
+         "stripping the reference and editing at once is judged on the old object: both reported",
+         request("UPDATE", edited(old, lambda o: (o["metadata"].pop("ownerReferences"), edit_in_place(o))), old),
+         {"allowed": False, "messageContains": [f"[metadata.ownerReferences: Forbidden: removes the controller reference to MachinePool {NS}/{POOL}, spec.files[0].content: Forbidden: changed"]})
+scenario("kubeadmconfig-v1beta2-gc-strips-ownerref",
+         "the garbage collector removing the reference (the MachinePool is gone) is allowed",
+         request("UPDATE", edited(old, lambda o: o["metadata"].pop("ownerReferences")), old, user=sa(GC)), {"allowed": True, "warnings": 0})
+
+# --- Rule 6: exemptions and dry-run -------------------------------------------------------------
+scenario("kubeadmconfig-v1beta2-exempt-user",
+         "an exempt user's edit is allowed; the audit annotation says it would have been rejected",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": True, "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/exemption": 'allowed because user "alice@example.com" is in exemptUsers; would have rejected: KubeadmConfig'}},
+         settings={"exemptUsers": ["alice@example.com"]})
+scenario("kubeadmconfig-v1beta2-exempt-group",
+         "a member of an exempt group is allowed, with the audit annotation",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": True, "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/exemption": 'is in exempt group "platform-team"'}},
+         settings={"exemptGroups": ["platform-team"]})
+scenario("kubeadmconfig-v1beta2-exempt-user-prefix-trick",
+         "identities match exactly: bob@example.com is not exempted by an entry \"bob\" or by case games",
+         request("UPDATE", edited(old, edit_in_place), old, user=BOB),
+         {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content"]},
+         settings={"exemptUsers": ["bob", "BOB@example.com"], "exemptGroups": ["app"]})
+scenario("kubeadmconfig-v1beta2-dry-run",
+         "kubectl --dry-run=server previews the real verdict: rejected",
+         request("UPDATE", edited(old, edit_in_place), old, dry_run=True), {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content"]})
+scenario("kubeadmconfig-v1beta2-status-smuggles-spec",
+         "a spec change carried in a status update is judged like any edit: rejected",
+         request("UPDATE", edited(old, edit_in_place), old, sub_resource="status"), {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content"]})
+
+# --- Other providers and kinds ------------------------------------------------------------------
+eks_old = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "EKSConfig",
+           "metadata": meta("workers-spot-eks-1", "c2d4e6f8-1a3b-4c5d-8e9f-0a1b2c3d4e5f", 2, None, pool_owner()),
+           "spec": {"kubeletExtraArgs": {"max-pods": "58"}, "containerRuntime": "containerd",
+                    "preBootstrapCommands": ["echo prepared"]},
+           "status": {"ready": True, "dataSecretName": "workers-spot-eks-1"}}
+eks_new = edited(eks_old, lambda o: o["spec"]["kubeletExtraArgs"].update({"max-pods": "110"}))
+scenario("eksconfig-v1beta2-edit-in-use",
+         "a non-default provider kind (CAPA's EKSConfig) gets the same rule: rejected with path and remediation",
+         request("UPDATE", eks_new, eks_old),
+         {"allowed": False, "messageContains": ['EKSConfig.bootstrap.cluster.x-k8s.io "workers-spot-eks-1" is invalid: [spec.kubeletExtraArgs.max-pods: Forbidden: changed]', 'create a new EKSConfig "workers-spot-eks-1-']})
+acme_old = {"apiVersion": "bootstrap.acme.example.com/v1alpha1", "kind": "AcmeConfig",
+            "metadata": meta("workers-spot-acme-1", "aa11bb22-cc33-4d44-8e55-ff6677889900", 2, None, pool_owner()),
+            "spec": {"userData": "#cloud-config\nruncmd: [echo one]\n"}}
+acme_new = edited(acme_old, lambda o: o["spec"].update(userData="#cloud-config\nruncmd: [echo two]\n"))
+scenario("acmeconfig-custom-kind-edit",
+         "a provider kind added through bootstrapConfigKinds is protected too",
+         request("UPDATE", acme_new, acme_old), {"allowed": False, "messageContains": ["[spec.userData: Forbidden: changed]"]},
+         settings={"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}, {"apiGroup": "bootstrap.acme.example.com", "kind": "AcmeConfig"}]})
+scenario("acmeconfig-not-listed",
+         "the same edit with default settings: not a bootstrap config this policy knows, accepted untouched",
+         request("UPDATE", acme_new, acme_old), {"allowed": True, "warnings": 0})
+
+# --- Bad input and bad settings -----------------------------------------------------------------
+odd = request("UPDATE", edited(old, lambda o: o.update(spec="#cloud-config")), old)
+scenario("bad-input-spec-not-an-object",
+         "a spec that is not an object gets a clear rejection naming spec, not a crash",
+         odd, {"allowed": False, "messageContains": ["[spec: Forbidden: changed]"]})
+bad_ref = request("CREATE", machine_pool("v1beta2", "workers-spot-8d2f0a1c"))
+scenario("bad-input-configref-a-string",
+         "a configRef that is a string gets a 400 naming the field",
+         bad_ref, {"allowed": False, "code": 400, "messageContains": ["spec.template.spec.bootstrap.configRef: Invalid value: must be an object reference"]})
+scenario("settings-typo-refused",
+         "a misspelled setting is refused when the policy is loaded, never silently ignored",
+         request("UPDATE", edited(old, edit_in_place), old), {"settingsError": "inPlaceEdit: unknown setting"},
+         settings={"inPlaceEdit": "allow"})
+scenario("settings-bad-path-refused",
+         "a malformed path in ignoredPaths is refused, naming the key",
+         request("UPDATE", edited(old, edit_in_place), old), {"settingsError": "ignoredPaths.KubeadmConfig[0]"},
+         settings={"ignoredPaths": {"KubeadmConfig": ["spec.files[*.content"]}})
+
+
+def yaml_scalar(value):
+    return json.dumps(value, ensure_ascii=False)
+
+
+def write():
+    keep = set()
+    for name, description, req, expect, settings in SCENARIOS:
+        keep.add(name)
+        d = os.path.join(HERE, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "request.json"), "w") as f:
+            json.dump(req, f, indent=2, ensure_ascii=False)
+            f.write("\n")
+        lines = [f"description: {yaml_scalar(description)}"]
+        if settings is not None:
+            lines.append(f"settings: {json.dumps(settings)}")
+        lines.append("expect:")
+        for key, value in expect.items():
+            lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False)}")
+        with open(os.path.join(d, "scenario.yaml"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    print(f"wrote {len(SCENARIOS)} scenarios")
+
+
+if __name__ == "__main__":
+    write()

@@ -1,0 +1,160 @@
+//! Every object in every e2e scenario is an object a cluster could store: it validates against
+//! the real CRD (../shared/crds, the openAPIV3Schema of its version), with unknown fields refused
+//! as `kubectl apply --validate=strict` refuses them. Scenarios named `bad-input-*` carry
+//! deliberately invalid objects and are skipped; kinds without a CRD in ../shared/crds are listed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Kinds that appear in scenarios but have no CRD in ../shared/crds.
+const KINDS_WITHOUT_CRD: [&str; 2] = ["EKSConfig", "AcmeConfig"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Makes the schema strict: an object schema listing properties refuses others, unless it says
+/// `x-kubernetes-preserve-unknown-fields` (the API server prunes unknown fields; strict
+/// validation reports them, and a typo in a fixture must not go unnoticed).
+fn strict(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let preserve = map
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(Value::as_bool)
+                == Some(true);
+            if map.contains_key("properties")
+                && !map.contains_key("additionalProperties")
+                && !preserve
+            {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            for value in map.values_mut() {
+                strict(value);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strict),
+        _ => {}
+    }
+}
+
+/// (kind, version) -> validator, from every CRD under ../shared/crds/cluster-api.
+fn validators() -> BTreeMap<(String, String), jsonschema::Validator> {
+    let dir = root().join("../shared/crds/cluster-api");
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        let crd: Value = serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let kind = crd["spec"]["names"]["kind"].as_str().unwrap().to_string();
+        for version in crd["spec"]["versions"].as_array().unwrap() {
+            let mut schema = version["schema"]["openAPIV3Schema"].clone();
+            strict(&mut schema);
+            let validator = jsonschema::validator_for(&schema)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            out.insert(
+                (kind.clone(), version["name"].as_str().unwrap().to_string()),
+                validator,
+            );
+        }
+    }
+    out
+}
+
+fn scenarios() -> Vec<PathBuf> {
+    let dir = root().join("e2e-tests/scenarios");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("request.json").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn name(dir: &Path) -> String {
+    dir.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_scenario_object_validates_against_its_crd() {
+    let validators = validators();
+    assert!(validators.contains_key(&("MachinePool".into(), "v1beta1".into())));
+    assert!(validators.contains_key(&("KubeadmConfig".into(), "v1beta2".into())));
+    let mut failures = Vec::new();
+    let mut validated = 0;
+    for dir in scenarios() {
+        if name(&dir).starts_with("bad-input-") {
+            continue;
+        }
+        let request: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("request.json")).unwrap())
+                .unwrap();
+        for key in ["object", "oldObject"] {
+            let object = &request[key];
+            if object.is_null() {
+                continue;
+            }
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let version = object["apiVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap();
+            match validators.get(&(kind.to_string(), version.to_string())) {
+                Some(validator) => {
+                    validated += 1;
+                    for error in validator.iter_errors(object) {
+                        failures.push(format!(
+                            "{}: {key}: {} at {}",
+                            name(&dir),
+                            error,
+                            error.instance_path
+                        ));
+                    }
+                }
+                None if KINDS_WITHOUT_CRD.contains(&kind) => {}
+                None => failures.push(format!(
+                    "{}: {key}: no CRD for {kind} {version}",
+                    name(&dir)
+                )),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} problems:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(validated >= 60, "only {validated} objects validated");
+}
+
+#[test]
+fn strict_validation_catches_a_typo() {
+    let validators = validators();
+    let validator = &validators[&("KubeadmConfig".to_string(), "v1beta2".to_string())];
+    let typo = serde_json::json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+        "metadata": {"name": "x"}, "spec": {"file": [{"path": "/a"}]}});
+    assert!(!validator.is_valid(&typo));
+    let v1beta1_shape = serde_json::json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+        "metadata": {"name": "x"}, "spec": {"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "1"}}}}});
+    assert!(!validator.is_valid(&v1beta1_shape));
+}
+
+#[test]
+fn every_scenario_has_its_expectations() {
+    for dir in scenarios() {
+        let text = std::fs::read_to_string(dir.join("scenario.yaml"))
+            .unwrap_or_else(|e| panic!("{}: scenario.yaml: {e}", name(&dir)));
+        let scenario: Value = serde_yaml::from_str(&text).unwrap();
+        assert!(
+            scenario["description"].is_string(),
+            "{}: no description",
+            name(&dir)
+        );
+        assert!(scenario["expect"].is_object(), "{}: no expect", name(&dir));
+    }
+}
