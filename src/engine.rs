@@ -501,6 +501,8 @@ mod tests {
     #[case::dropped_for_data_secret_name("v1beta1", Some(v1beta1_ref(B1, "KubeadmConfig", "a-1")), None, true, &[])]
     #[case::other_namespace("v1beta1", Some(v1beta1_ref(B1, "KubeadmConfig", "a-1")), Some(json!({"apiVersion": B1, "kind": "KubeadmConfig", "name": "a-2", "namespace": "other"})), false, &["[spec.template.spec.bootstrap.configRef.namespace: Invalid value: \"other\": must be the MachinePool's namespace \"default\"]"])]
     #[case::missing_api_version("v1beta1", Some(v1beta1_ref(B1, "KubeadmConfig", "a-1")), Some(json!({"kind": "KubeadmConfig", "name": "a-2"})), true, &["spec.template.spec.bootstrap.configRef.apiVersion missing: CAPI cannot resolve the bootstrap config (contract)"])]
+    // Regression: a ref without apiVersion also drew "kind KubeadmConfig is not in bootstrapConfigKinds".
+    #[case::missing_api_version_one_warning_only("v1beta1", None, Some(json!({"kind": "KubeadmConfig", "name": "a-2"})), true, &["spec.template.spec.bootstrap.configRef.apiVersion missing"])]
     #[case::unlisted_kind("v1beta2", Some(v1beta2_ref("KubeadmConfig", "a-1")), Some(json!({"apiGroup": "bootstrap.example.com", "kind": "AcmeConfig", "name": "a-2"})), true, &["configRef kind AcmeConfig.bootstrap.example.com is not in bootstrapConfigKinds: its in-place edits are not checked"])]
     fn machine_pool_rotation(
         #[case] version: &str,
@@ -524,6 +526,7 @@ mod tests {
         for fragment in expected {
             assert!(said.contains(fragment), "{said}");
         }
+        assert!(verdict.warnings.len() <= 1, "{:?}", verdict.warnings);
         if expected.is_empty() {
             assert_eq!(verdict, Verdict::accept());
         }

@@ -88,7 +88,9 @@ pub fn check(settings: &Settings, request: &Request) -> Result<Vec<Finding>, Str
     }
     findings.extend(check_config_ref(settings, request.version, new_ref));
     let target = GroupKind::new(&new_id.group, &new_id.kind);
-    if !new_id.kind.is_empty() && !settings.is_bootstrap_config(&target.group, &target.kind) {
+    // A ref without group or kind is already flagged by the contract check above.
+    let resolvable = !new_id.group.is_empty() && !new_id.kind.is_empty();
+    if resolvable && !settings.is_bootstrap_config(&target.group, &target.kind) {
         findings.push(Finding {
             action: Action::Warn,
             violations: Vec::new(),
