@@ -21,7 +21,7 @@ pub fn spec_fingerprint(spec: Option<&Value>, rules: &FieldRules) -> String {
 
 fn has_hash_suffix(name: &str) -> bool {
     let bytes = name.as_bytes();
-    bytes.len() >= SUFFIX_HEX + 1
+    bytes.len() > SUFFIX_HEX
         && bytes[bytes.len() - SUFFIX_HEX - 1] == b'-'
         && bytes[bytes.len() - SUFFIX_HEX..]
             .iter()
