@@ -1,1 +1,167 @@
-fn main() {}
+//! `policy-host`: run, annotate and inspect Kubewarden waPC policies like kwctl does.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+
+use policy_host::annotate::{annotate, AnnotateOptions};
+use policy_host::engine::EngineOptions;
+use policy_host::run::{inspect, run, RunOptions, RunReport};
+
+#[derive(Parser)]
+#[command(
+    name = "policy-host",
+    version,
+    about = "Run, annotate and inspect Kubewarden waPC policies, as kwctl does"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Evaluate a request with a policy module and print kwctl's AdmissionResponse line.
+    Run(RunArgs),
+    /// Embed metadata.yml (and a usage file) into a module, as `kwctl annotate`.
+    Annotate(AnnotateArgs),
+    /// Print the metadata JSON stored in an annotated module.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args)]
+struct EngineArgs {
+    /// Turn off usage of wasmtime cache.
+    #[arg(long)]
+    disable_wasmtime_cache: bool,
+    /// Evaluation deadline in milliseconds (policy-server's default is 2 s); 0 disables it.
+    #[arg(
+        long,
+        hide = true,
+        env = "POLICY_HOST_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
+    timeout_ms: u64,
+}
+
+impl EngineArgs {
+    fn options(&self) -> EngineOptions {
+        EngineOptions {
+            timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
+            cache: !self.disable_wasmtime_cache,
+        }
+    }
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// File containing the Kubernetes admission request object in JSON format (`-` for stdin).
+    #[arg(short = 'r', long, value_name = "PATH")]
+    request_path: String,
+    /// File containing the settings for this policy (YAML or JSON); wins over --settings-json.
+    #[arg(short = 's', long, value_name = "PATH")]
+    settings_path: Option<PathBuf>,
+    /// JSON string containing the settings for this policy.
+    #[arg(long, value_name = "VALUE")]
+    settings_json: Option<String>,
+    /// Grant access to the Kubernetes resources listed in the policy's `contextAwareResources`.
+    #[arg(long)]
+    allow_context_aware: bool,
+    /// Answer the policy's host capability calls from a kwctl session file.
+    #[arg(long, value_name = "FILE")]
+    replay_host_capabilities_interactions: Option<PathBuf>,
+    /// Validate a raw request (the input is given to the policy as it is).
+    #[arg(long)]
+    raw: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// The policy module (.wasm).
+    module: PathBuf,
+}
+
+#[derive(Args)]
+struct AnnotateArgs {
+    /// File containing the metadata.
+    #[arg(short = 'm', long, value_name = "PATH")]
+    metadata_path: PathBuf,
+    /// File containing the usage information of the policy.
+    #[arg(short = 'u', long, value_name = "PATH")]
+    usage_path: Option<PathBuf>,
+    /// Output file.
+    #[arg(short = 'o', long, value_name = "PATH")]
+    output_path: PathBuf,
+    #[command(flatten)]
+    engine: EngineArgs,
+    /// The policy module (.wasm).
+    module: PathBuf,
+}
+
+#[derive(Args)]
+struct InspectArgs {
+    /// The annotated policy module (.wasm).
+    module: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match execute(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // kwctl returns its error from main: "Error: " and the Debug form (causes listed).
+            eprintln!("Error: {error:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(command: Command) -> Result<()> {
+    match command {
+        Command::Run(args) => {
+            let options = RunOptions {
+                module: args.module,
+                request_path: args.request_path,
+                settings_path: args.settings_path,
+                settings_json: args.settings_json,
+                allow_context_aware: args.allow_context_aware,
+                replay_session: args.replay_host_capabilities_interactions,
+                raw: args.raw,
+                engine: args.engine.options(),
+            };
+            let mut report = RunReport::default();
+            let result = run(&options, &mut report);
+            for message in &report.guest_logs {
+                eprintln!(" INFO policy console_log: {message}");
+            }
+            for warning in &report.warnings {
+                eprintln!(" WARN policy-host: {warning}");
+            }
+            let response = result?;
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{}", response.to_line())?;
+            stdout.flush()?;
+            Ok(())
+        }
+        Command::Annotate(args) => {
+            annotate(&AnnotateOptions {
+                module: args.module,
+                metadata_path: args.metadata_path,
+                usage_path: args.usage_path,
+                output: args.output_path,
+                engine: args.engine.options(),
+            })?;
+            Ok(())
+        }
+        Command::Inspect(args) => {
+            let json = inspect(&args.module)?;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(&json)?;
+            writeln!(stdout)?;
+            stdout.flush()?;
+            Ok(())
+        }
+    }
+}

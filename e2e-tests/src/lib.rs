@@ -1,0 +1,9 @@
+//! A small Kubewarden-compatible policy host: kwctl's `run` and `annotate` for local waPC
+//! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider).
+
+pub mod admission;
+pub mod annotate;
+pub mod callbacks;
+pub mod engine;
+pub mod metadata;
+pub mod run;

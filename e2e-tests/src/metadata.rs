@@ -1,0 +1,424 @@
+//! Policy metadata as policy-evaluator models it (`policy_metadata.rs`): the same fields, the
+//! same defaults, the same JSON (field order included) in the `io.kubewarden.metadata` custom
+//! section, and the same validation rules.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+
+pub const METADATA_SECTION: &str = "io.kubewarden.metadata";
+pub const USAGE_ANNOTATION: &str = "io.kubewarden.policy.usage";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProtocolVersion {
+    #[serde(rename = "Unknown")]
+    Unknown,
+    #[serde(rename = "v1")]
+    #[default]
+    V1,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExecutionMode {
+    #[serde(rename = "kubewarden-wapc")]
+    #[default]
+    KubewardenWapc,
+    #[serde(rename = "opa")]
+    Opa,
+    #[serde(rename = "gatekeeper")]
+    OpaGatekeeper,
+    #[serde(rename = "wasi")]
+    Wasi,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PolicyType {
+    #[serde(rename = "kubernetes")]
+    #[default]
+    Kubernetes,
+    #[serde(rename = "raw")]
+    Raw,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Operation {
+    #[serde(rename = "CREATE")]
+    Create,
+    #[serde(rename = "UPDATE")]
+    Update,
+    #[serde(rename = "DELETE")]
+    Delete,
+    #[serde(rename = "CONNECT")]
+    Connect,
+    #[serde(rename = "*")]
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Rule {
+    pub api_groups: Vec<String>,
+    pub api_versions: Vec<String>,
+    pub resources: Vec<String>,
+    pub operations: Vec<Operation>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextAwareResource {
+    pub api_version: String,
+    pub kind: String,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub protocol_version: Option<ProtocolVersion>,
+    pub rules: Vec<Rule>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+    pub mutating: bool,
+    #[serde(default = "default_true")]
+    pub background_audit: bool,
+    #[serde(default)]
+    pub execution_mode: ExecutionMode,
+    #[serde(default)]
+    pub policy_type: PolicyType,
+    #[serde(default)]
+    pub context_aware_resources: BTreeSet<ContextAwareResource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_capabilities: Option<BTreeSet<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub minimum_kubewarden_version: Option<semver::Version>,
+}
+
+impl Metadata {
+    /// The metadata stored in a module, `None` if it is not annotated.
+    pub fn from_module(module: &[u8]) -> Result<Option<Metadata>> {
+        let Some(data) = read_custom_section(module, METADATA_SECTION)? else {
+            return Ok(None);
+        };
+        let metadata = serde_json::from_slice(&data).map_err(|e| {
+            anyhow!("cannot deserialize custom section `{METADATA_SECTION}` of wasm module: {e}")
+        })?;
+        Ok(Some(metadata))
+    }
+
+    /// policy-evaluator's `Validate` derive, rule by rule. Every problem is listed, each
+    /// named by its path in metadata.yml.
+    pub fn validate(&self) -> std::result::Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        match self.protocol_version {
+            None => problems.push("protocolVersion: must be set".to_string()),
+            Some(ProtocolVersion::Unknown)
+                if self.execution_mode == ExecutionMode::KubewardenWapc =>
+            {
+                problems.push("Must specify a valid protocol version".to_string())
+            }
+            Some(_) => {}
+        }
+        for (index, rule) in self.rules.iter().enumerate() {
+            let at = |field: &str| format!("rules[{index}].{field}");
+            for (field, values) in [
+                ("apiGroups", &rule.api_groups),
+                ("apiVersions", &rule.api_versions),
+            ] {
+                if values.is_empty() {
+                    problems.push(format!("{}: must have at least one element", at(field)));
+                } else if values.iter().any(|v| v == "*") && values.len() > 1 {
+                    problems.push(format!(
+                        "{}: No other elements can be defined when '*' is used",
+                        at(field)
+                    ));
+                }
+            }
+            if rule.resources.is_empty() {
+                problems.push(format!(
+                    "{}: must have at least one element",
+                    at("resources")
+                ));
+            } else if let Err(problem) = validate_resources(&rule.resources) {
+                problems.push(format!("{}: {problem}", at("resources")));
+            }
+            if rule.operations.is_empty() {
+                problems.push(format!(
+                    "{}: must have at least one element",
+                    at("operations")
+                ));
+            } else if rule.operations.contains(&Operation::All) && rule.operations.len() > 1 {
+                problems.push(format!(
+                    "{}: No other elements can be defined when '*' is used",
+                    at("operations")
+                ));
+            }
+        }
+        for resource in &self.context_aware_resources {
+            if resource.api_version.is_empty() || resource.kind.is_empty() {
+                problems.push(format!(
+                    "contextAwareResources: apiVersion and kind must not be empty (got apiVersion {:?}, kind {:?})",
+                    resource.api_version, resource.kind
+                ));
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The JSON stored in the custom section (policy-evaluator's serialization).
+    pub fn to_json(&self) -> Result<Vec<u8>> {
+        Ok(serde_json::to_vec(self)?)
+    }
+}
+
+/// Kubernetes' check of a rule's resources, as transposed by policy-evaluator.
+fn validate_resources(data: &[String]) -> std::result::Result<(), String> {
+    let mut resources_with_wildcard_subresources: HashSet<&str> = HashSet::new();
+    let mut subresources_with_wildcard_resource: HashSet<&str> = HashSet::new();
+    let mut has_double_wildcard = false;
+    let mut has_single_wildcard = false;
+    let mut has_resource_without_subresource = false;
+
+    for resource in data {
+        if resource.is_empty() {
+            return Err("empty resource is not allowed".to_string());
+        }
+        match resource.as_str() {
+            "*/*" => has_double_wildcard = true,
+            "*" => has_single_wildcard = true,
+            _ => {}
+        }
+        let Some((res, sub)) = resource.split_once('/') else {
+            has_resource_without_subresource = resource != "*";
+            continue;
+        };
+        if resources_with_wildcard_subresources.contains(res) {
+            return Err(format!(
+                "if '{resource}/*' is present, must not specify {res}"
+            ));
+        }
+        if subresources_with_wildcard_resource.contains(sub) {
+            return Err(format!(
+                "if '*/{sub}' is present, must not specify {resource}"
+            ));
+        }
+        if sub == "*" {
+            resources_with_wildcard_subresources.insert(res);
+        }
+        if res == "*" {
+            subresources_with_wildcard_resource.insert(sub);
+        }
+    }
+    if data.len() > 1 && has_double_wildcard {
+        return Err("if '*/*' is present, must not specify other resources".to_string());
+    }
+    if has_single_wildcard && has_resource_without_subresource {
+        return Err(
+            "if '*' is present, must not specify other resources without subresources".to_string(),
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Custom sections.
+
+const WASM_HEADER_LEN: usize = 8;
+
+/// The data of the first custom section called `name`, as policy-evaluator reads it.
+pub fn read_custom_section(module: &[u8], name: &str) -> Result<Option<Vec<u8>>> {
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let payload =
+            payload.map_err(|e| anyhow!("cannot parse custom section of wasm module: {e}"))?;
+        if let wasmparser::Payload::CustomSection(reader) = payload {
+            if reader.name() == name {
+                return Ok(Some(reader.data().to_vec()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The module with every custom section called `name` removed and one with `data` appended.
+pub fn set_custom_section(module: &[u8], name: &str, data: &[u8]) -> Result<Vec<u8>> {
+    if module.len() < WASM_HEADER_LEN || &module[..4] != b"\0asm" {
+        bail!("not a WebAssembly module (bad magic number)");
+    }
+    if module[4..8] != [1, 0, 0, 0] {
+        bail!(
+            "not a WebAssembly core module (version {:?})",
+            &module[4..8]
+        );
+    }
+    let mut out = module[..WASM_HEADER_LEN].to_vec();
+    let mut offset = WASM_HEADER_LEN;
+    while offset < module.len() {
+        let start = offset;
+        let id = module[offset];
+        offset += 1;
+        let size = read_leb_u32(module, &mut offset)? as usize;
+        let end = offset
+            .checked_add(size)
+            .filter(|end| *end <= module.len())
+            .ok_or_else(|| anyhow!("section at byte {start} runs past the end of the module"))?;
+        let is_replaced = id == 0 && {
+            let mut name_offset = offset;
+            let name_len = read_leb_u32(module, &mut name_offset)? as usize;
+            module.get(name_offset..name_offset + name_len) == Some(name.as_bytes())
+        };
+        if !is_replaced {
+            out.extend_from_slice(&module[start..end]);
+        }
+        offset = end;
+    }
+    let mut contents = Vec::with_capacity(name.len() + data.len() + 5);
+    write_leb_u32(&mut contents, u32::try_from(name.len())?);
+    contents.extend_from_slice(name.as_bytes());
+    contents.extend_from_slice(data);
+    out.push(0);
+    write_leb_u32(&mut out, u32::try_from(contents.len())?);
+    out.extend_from_slice(&contents);
+    Ok(out)
+}
+
+fn read_leb_u32(bytes: &[u8], offset: &mut usize) -> Result<u32> {
+    let mut result: u32 = 0;
+    for shift in (0..35).step_by(7) {
+        let byte = *bytes
+            .get(*offset)
+            .ok_or_else(|| anyhow!("truncated LEB128 number at byte {offset}"))?;
+        *offset += 1;
+        result |= u32::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(result);
+        }
+    }
+    bail!("LEB128 number too long at byte {offset}")
+}
+
+fn write_leb_u32(out: &mut Vec<u8>, mut value: u32) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(yaml: &str) -> Metadata {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const GOOD: &str = r#"
+rules:
+- apiGroups: ["cluster.x-k8s.io"]
+  apiVersions: ["v1beta2"]
+  resources: ["machinepools"]
+  operations: ["CREATE", "UPDATE"]
+mutating: false
+contextAwareResources:
+- apiVersion: v1
+  kind: Secret
+annotations:
+  io.kubewarden.policy.title: t
+"#;
+
+    #[test]
+    fn serializes_like_policy_evaluator() {
+        let mut m = metadata(GOOD);
+        m.protocol_version = Some(ProtocolVersion::V1);
+        assert_eq!(m.validate(), Ok(()));
+        assert_eq!(
+            String::from_utf8(m.to_json().unwrap()).unwrap(),
+            r#"{"protocolVersion":"v1","rules":[{"apiGroups":["cluster.x-k8s.io"],"apiVersions":["v1beta2"],"resources":["machinepools"],"operations":["CREATE","UPDATE"]}],"annotations":{"io.kubewarden.policy.title":"t"},"mutating":false,"backgroundAudit":true,"executionMode":"kubewarden-wapc","policyType":"kubernetes","contextAwareResources":[{"apiVersion":"v1","kind":"Secret"}]}"#
+        );
+    }
+
+    #[test]
+    fn rules_are_checked() {
+        let mut m = metadata(GOOD);
+        assert_eq!(
+            m.validate(),
+            Err(vec!["protocolVersion: must be set".to_string()])
+        );
+        m.protocol_version = Some(ProtocolVersion::Unknown);
+        assert_eq!(
+            m.validate(),
+            Err(vec!["Must specify a valid protocol version".to_string()])
+        );
+        m.protocol_version = Some(ProtocolVersion::V1);
+        m.rules[0].operations.clear();
+        m.rules[0].api_groups = vec!["*".into(), "apps".into()];
+        m.rules[0].resources = vec!["*".into(), "pods".into()];
+        assert_eq!(
+            m.validate(),
+            Err(vec![
+                "rules[0].apiGroups: No other elements can be defined when '*' is used".to_string(),
+                "rules[0].resources: if '*' is present, must not specify other resources without subresources"
+                    .to_string(),
+                "rules[0].operations: must have at least one element".to_string(),
+            ])
+        );
+        let unknown = serde_yaml::from_str::<Metadata>(&GOOD.replace("\"UPDATE\"", "\"PATCH\""));
+        assert!(unknown
+            .unwrap_err()
+            .to_string()
+            .contains("unknown variant `PATCH`"));
+    }
+
+    #[test]
+    fn resources_follow_kubernetes() {
+        let ok =
+            |r: &[&str]| validate_resources(&r.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(ok(&["pods", "pods/status"]).is_ok());
+        assert!(ok(&["*/*"]).is_ok());
+        assert!(ok(&["*", "pods/status"]).is_ok());
+        assert!(ok(&["*/*", "pods"]).is_err());
+        assert!(ok(&["pods/*", "pods/status"]).is_err());
+        assert!(ok(&["*/status", "pods/status"]).is_err());
+        assert!(ok(&[""]).is_err());
+    }
+
+    #[test]
+    fn custom_section_is_replaced() {
+        let module = wat::parse_str("(module (func (export \"f\")))").unwrap();
+        assert_eq!(
+            read_custom_section(&module, METADATA_SECTION).unwrap(),
+            None
+        );
+        let once = set_custom_section(&module, METADATA_SECTION, b"{\"a\":1}").unwrap();
+        let twice = set_custom_section(&once, METADATA_SECTION, b"{\"a\":2}").unwrap();
+        assert_eq!(
+            read_custom_section(&twice, METADATA_SECTION).unwrap(),
+            Some(b"{\"a\":2}".to_vec())
+        );
+        assert_eq!(twice.len(), once.len());
+        wasmparser::Validator::new().validate_all(&twice).unwrap();
+        assert!(set_custom_section(b"nope", METADATA_SECTION, b"").is_err());
+    }
+
+    #[test]
+    fn leb_round_trip() {
+        for value in [0, 1, 127, 128, 300, 16_384, u32::MAX] {
+            let mut bytes = Vec::new();
+            write_leb_u32(&mut bytes, value);
+            let mut offset = 0;
+            assert_eq!(read_leb_u32(&bytes, &mut offset).unwrap(), value);
+            assert_eq!(offset, bytes.len());
+        }
+    }
+}
