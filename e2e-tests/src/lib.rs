@@ -1,5 +1,6 @@
 //! A small Kubewarden-compatible policy host: kwctl's `run` and `annotate` for local waPC
-//! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider).
+//! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider),
+//! plus a scenario runner for this policy's end-to-end tests.
 
 pub mod admission;
 pub mod annotate;
@@ -7,3 +8,4 @@ pub mod callbacks;
 pub mod engine;
 pub mod metadata;
 pub mod run;
+pub mod scenarios;

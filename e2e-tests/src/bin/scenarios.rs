@@ -1,0 +1,85 @@
+//! `scenarios --module annotated-policy.wasm e2e-tests/scenarios`: runs every scenario through
+//! policy-host (or kwctl) and prints a table; exits non-zero if an expectation fails.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+
+use policy_host::scenarios::{render_table, run_all, Evaluator};
+
+#[derive(Parser)]
+#[command(
+    name = "scenarios",
+    about = "Run the policy's end-to-end scenarios and print a table"
+)]
+struct Cli {
+    /// The annotated policy module.
+    #[arg(long, value_name = "WASM")]
+    module: PathBuf,
+    /// The policy-host binary (default: the one next to this program).
+    #[arg(long, value_name = "PATH", env = "POLICY_HOST")]
+    host: Option<PathBuf>,
+    /// Run the scenarios through this kwctl binary instead of policy-host.
+    #[arg(long, value_name = "PATH", env = "KWCTL")]
+    kwctl: Option<PathBuf>,
+    /// Runs at a time (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Table width (default: $COLUMNS, else 120).
+    #[arg(long)]
+    width: Option<usize>,
+    /// The directory holding one directory per scenario.
+    #[arg(value_name = "SCENARIOS_DIR")]
+    dir: PathBuf,
+}
+
+fn main() -> ExitCode {
+    match execute(Cli::parse()) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("Error: {error:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn execute(cli: Cli) -> Result<bool> {
+    let evaluator = match (&cli.kwctl, &cli.host) {
+        (Some(kwctl), _) => Evaluator::kwctl(kwctl),
+        (None, Some(host)) => Evaluator::policy_host(host),
+        (None, None) => {
+            let exe = std::env::current_exe()?;
+            let host = exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX));
+            if !host.is_file() {
+                bail!(
+                    "{} not found; build it (cargo build --release -p policy-host) or pass --host",
+                    host.display()
+                );
+            }
+            Evaluator::policy_host(host)
+        }
+    };
+    let jobs = cli
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let width = cli
+        .width
+        .or_else(|| std::env::var("COLUMNS").ok()?.parse().ok())
+        .unwrap_or(120);
+    let results = run_all(&evaluator, &cli.dir, &cli.module, jobs)?;
+    if results.is_empty() {
+        bail!("no scenario in {}", cli.dir.display());
+    }
+    println!(
+        "{} scenarios in {}, run through {} ({})\n",
+        results.len(),
+        cli.dir.display(),
+        evaluator.name(),
+        evaluator.program.display()
+    );
+    print!("{}", render_table(&results, width));
+    Ok(results.iter().all(|r| r.passed()))
+}
