@@ -32,6 +32,9 @@ pub extern "C" fn wapc_init() {
         "protocol_version",
         kubewarden_policy_sdk::protocol_version_guest,
     );
+    // Test builds only: proves a panic reaches the host as a named error (e2e-tests/tests).
+    #[cfg(feature = "panic-probe")]
+    guest::register_function("panic_probe", |_| panic!("panic probe reached"));
 }
 
 fn validate(payload: &[u8]) -> CallResult {
