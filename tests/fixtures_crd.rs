@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 /// Kinds that appear in scenarios but have no CRD in ../shared/crds.
-const KINDS_WITHOUT_CRD: [&str; 2] = ["EKSConfig", "AcmeConfig"];
+const KINDS_WITHOUT_CRD: [&str; 3] = ["EKSConfig", "AcmeConfig", "ConfigMap"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -22,7 +22,7 @@ CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:authenticated"]}
 BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
-PLURAL = {"KubeadmConfig": "kubeadmconfigs", "EKSConfig": "eksconfigs", "RKE2Config": "rke2configs",
+PLURAL = {"ConfigMap": "configmaps", "KubeadmConfig": "kubeadmconfigs", "EKSConfig": "eksconfigs", "RKE2Config": "rke2configs",
           "MachinePool": "machinepools", "TalosConfig": "talosconfigs", "AcmeConfig": "acmeconfigs"}
 
 
@@ -109,7 +109,7 @@ def ref(version, name, kind="KubeadmConfig", group="bootstrap.cluster.x-k8s.io",
 
 def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_run=False):
     any_obj = obj or old
-    group, version = any_obj["apiVersion"].split("/")
+    group, _, version = any_obj["apiVersion"].rpartition("/")
     kind = any_obj["kind"]
     resource = {"group": group, "version": version, "resource": PLURAL[kind]}
     req = {"uid": str(uuid.UUID(int=(0x705ab4f5 << 96) + next(REQUEST_UIDS))), "kind": {"group": group, "version": version, "kind": kind},
@@ -360,6 +360,14 @@ scenario("acmeconfig-custom-kind-edit",
 scenario("acmeconfig-not-listed",
          "the same edit with default settings: not a bootstrap config this policy knows, accepted untouched",
          request("UPDATE", acme_new, acme_old), {"allowed": True, "warnings": 0})
+
+cm_old = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("kubeadm-config-notes", "0f0e0d0c-0b0a-4909-8807-060504030201"),
+          "data": {"note": "rotate, don't edit"}}
+cm_new = edited(cm_old, lambda o: o["data"].update(note="edited"))
+cm_new["metadata"].pop("generation"); cm_old["metadata"].pop("generation")
+scenario("other-kind-untouched",
+         "a kind the policy does not judge (a ConfigMap) is accepted untouched",
+         request("UPDATE", cm_new, cm_old), {"allowed": True, "messageAbsent": True, "warnings": 0})
 
 # --- Bad input and bad settings -----------------------------------------------------------------
 odd = request("UPDATE", edited(old, lambda o: o.update(spec="#cloud-config")), old)
