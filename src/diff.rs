@@ -148,7 +148,20 @@ fn walk(
                 let segment = Segment::Index(index);
                 let next = active.step(rules, depth, &segment);
                 path.push(segment);
-                walk(a.get(index), b.get(index), path, &next, rules, out);
+                if index < a.len() && index < b.len() {
+                    walk(a.get(index), b.get(index), path, &next, rules, out);
+                } else if !complete(&rules.ignored, &next.ignored, depth + 1) {
+                    // A list grew or shrank: the element is added or removed, whatever it holds
+                    // (even null or {}), since the positions after it mean something.
+                    out.push(Change {
+                        path: path.clone(),
+                        kind: if index < a.len() {
+                            ChangeKind::Removed
+                        } else {
+                            ChangeKind::Added
+                        },
+                    });
+                }
                 path.pop();
             }
         }
