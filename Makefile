@@ -22,6 +22,12 @@ policy.wasm: $(RUST_SOURCES) | wasm-target
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy
 	cp target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm $@
 
+# The shipped module plus a waPC function that panics: e2e-tests/tests/panic_probe.rs checks
+# that a panic under the release profile reaches the host as a named error.
+target/panic-probe.wasm: $(RUST_SOURCES) | wasm-target
+	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy --features panic-probe
+	cp target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm $@
+
 $(HOST): $(HOST_SOURCES) Cargo.lock
 	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE)
 host: $(HOST)
@@ -43,8 +49,9 @@ clippy: | wasm-target
 unit: annotated-policy.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked -p capi-bootstrap-rollout-policy
 
-e2e: annotated-policy.wasm
-	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)
+e2e: annotated-policy.wasm target/panic-probe.wasm
+	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm PANIC_PROBE_POLICY=$(CURDIR)/target/panic-probe.wasm \
+	$(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)
 
 test: fmt-check clippy unit e2e
 

@@ -1,0 +1,96 @@
+//! The wasm module and the native library are the same rules: for every scenario, the line
+//! policy-host prints for the annotated module equals the line built from the native engine's
+//! verdict on the very payload the host sends to the guest.
+
+use std::path::{Path, PathBuf};
+
+use capi_bootstrap_rollout_policy::engine::validate_payload;
+use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
+use policy_host::admission::{AdmissionResponse, ValidateRequest, ValidationResponse};
+use policy_host::engine::EngineOptions;
+use policy_host::run::{run, RunOptions, RunReport};
+use policy_host::scenarios::{discover, Scenario};
+use serde_json::{json, Value};
+
+fn module() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let module = std::env::var_os("ANNOTATED_POLICY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace.join("annotated-policy.wasm"));
+    assert!(
+        module.is_file(),
+        "{} not found: run `make annotated-policy.wasm`",
+        module.display()
+    );
+    module
+}
+
+fn native_line(request: &Value, settings: &Value) -> String {
+    let validate = ValidateRequest::build(request, false).unwrap();
+    let ValidateRequest::AdmissionRequest(admission) = &validate else {
+        panic!("not an AdmissionRequest")
+    };
+    let payload = json!({"request": admission, "settings": settings});
+    let response = validate_payload(&serde_json::to_vec(&payload).unwrap()).into_response();
+    let response: ValidationResponse =
+        serde_json::from_value(serde_json::to_value(response).unwrap()).unwrap();
+    AdmissionResponse::from_validation_response(
+        validate.uid(),
+        admission.object.as_ref(),
+        &response,
+    )
+    .unwrap()
+    .to_line()
+}
+
+#[test]
+fn wasm_and_native_give_the_same_line_for_every_scenario() {
+    let module = module();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    for dir in discover(&root).unwrap() {
+        let scenario = Scenario::load(&dir).unwrap();
+        let settings = scenario.spec.settings.clone().unwrap_or_else(|| json!({}));
+        let options = RunOptions {
+            module: module.clone(),
+            request_path: scenario.request_path().to_string_lossy().into_owned(),
+            settings_path: None,
+            settings_json: Some(settings.to_string()),
+            allow_context_aware: false,
+            replay_session: None,
+            raw: false,
+            engine: EngineOptions::default(),
+        };
+        let wasm = run(&options, &mut RunReport::default());
+        let native_settings = validate_settings_payload(settings.to_string().as_bytes());
+        match wasm {
+            Err(error) => {
+                // Only invalid settings end a run; natively they are invalid too.
+                assert!(!native_settings.valid, "{}: {error:#}", scenario.name);
+                assert!(format!("{error:#}").contains(&native_settings.message.unwrap()));
+            }
+            Ok(response) => {
+                assert!(native_settings.valid, "{}", scenario.name);
+                let request: Value = serde_json::from_str(
+                    &std::fs::read_to_string(scenario.request_path()).unwrap(),
+                )
+                .unwrap();
+                let native = native_line(&request, &settings);
+                if native != response.to_line() {
+                    mismatches.push(format!(
+                        "{}:\n  wasm   {}\n  native {native}",
+                        scenario.name,
+                        response.to_line()
+                    ));
+                }
+            }
+        }
+        compared += 1;
+    }
+    assert!(compared >= 40, "only {compared} scenarios");
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
