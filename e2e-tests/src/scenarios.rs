@@ -559,7 +559,13 @@ pub fn summary(outcome: &Outcome) -> String {
             .cloned()
             .or(message)
             .unwrap_or_default(),
+        // `Kind.group "name" is invalid: [fields...]. Why...`: the field list is what differs
+        // from one rejection to the next, so a narrow table shows it first.
         Verdict::Reject => message
+            .map(|m| match m.split_once(" is invalid: ") {
+                Some((_, fields)) => fields.to_string(),
+                None => m,
+            })
             .or(first_warning.map(|w| format!("warning: {w}")))
             .unwrap_or_default(),
         Verdict::Allow => first_warning
@@ -685,6 +691,11 @@ auditAnnotationsContain: {capi/finding: in-place}
         assert_eq!(check(&e, &outcome(REJECTED)), Vec::<String>::new());
         assert_eq!(Verdict::of(&outcome(REJECTED)), Verdict::Reject);
         assert_eq!(summary(&outcome(REJECTED)), "configRef edited in place");
+        let capi_style = r#"{"uid":"u","allowed":false,"status":{"message":"KubeadmConfig.bootstrap.cluster.x-k8s.io \"a\" is invalid: [spec.files[0].content: Forbidden: changed]. Why.","code":403},"auditAnnotations":null,"warnings":null}"#;
+        assert_eq!(
+            summary(&outcome(capi_style)),
+            "[spec.files[0].content: Forbidden: changed]. Why."
+        );
     }
 
     #[test]
