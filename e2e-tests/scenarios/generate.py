@@ -338,6 +338,29 @@ scenario("kubeadmconfig-v1beta2-status-smuggles-spec",
          "a spec change carried in a status update is judged like any edit: rejected",
          request("UPDATE", edited(old, edit_in_place), old, sub_resource="status"), {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content"]})
 
+# --- Bypass catalogue: each must still be rejected ----------------------------------------------
+exp_old = kubeadm_config("v1beta1")
+exp_old["metadata"]["ownerReferences"] = [dict(pool_owner("v1beta1")[0], apiVersion="exp.cluster.x-k8s.io/v1beta1")]
+scenario("bypass-ownerref-exp-group",
+         "a config owned through the historical exp.cluster.x-k8s.io group is in use all the same: rejected",
+         request("UPDATE", edited(exp_old, edit_in_place), exp_old),
+         {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content: Forbidden: changed"]})
+spelled = request("UPDATE", edited(old, edit_in_place), old)
+spelled["object"]["kind"] = "kubeadmconfig"
+spelled["object"]["apiVersion"] = "Bootstrap.Cluster.x-k8s.io/v1beta2"
+scenario("bad-input-bypass-kind-spelled-differently",
+         "bypass attempt: the verdict follows the request's kind (what the API server resolved), not the object's spelling",
+         spelled, {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content: Forbidden: changed"]})
+demoted = edited(old, lambda o: o["metadata"]["ownerReferences"][0].update(controller=False))
+scenario("bypass-demote-ownerref",
+         "turning the MachinePool reference into a non-controller one is a removal: rejected",
+         request("UPDATE", demoted, old),
+         {"allowed": False, "messageContains": ["[metadata.ownerReferences: Forbidden: removes the controller reference to MachinePool"]})
+scenario("bypass-controller-identity-prefix",
+         "a user named like the CAPI manager with a suffix is not the controller: topology edit rejected",
+         request("UPDATE", edited(topo, edit_in_place), topo, user={"username": CAPI_MANAGER + "-x", "groups": ["system:authenticated"]}),
+         {"allowed": False, "messageContains": ["is invalid: [spec.files[0].content: Forbidden: changed"]})
+
 # --- Other providers and kinds ------------------------------------------------------------------
 eks_old = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "EKSConfig",
            "metadata": meta("workers-spot-eks-1", "c2d4e6f8-1a3b-4c5d-8e9f-0a1b2c3d4e5f", 2, None, pool_owner()),
