@@ -1,20 +1,29 @@
-//! The policy as a pure function: (settings, AdmissionRequest) -> verdict. No host calls, so it
-//! runs the same natively (tests, benchmarks, tools) and inside the wasm module.
+//! The policy as a pure function: (settings, AdmissionRequest, lookups) -> verdict. No host
+//! calls, so it runs the same natively (tests, benchmarks, tools) and inside the wasm module;
+//! lookups, used only in the context-aware mode, come through the [`Lookups`] trait.
 
 use serde_json::Value;
 
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
 use crate::kinds::is_machine_pool;
-use crate::ownership::{check_removal, machine_pool_controllers};
+use crate::lookups::{
+    consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
+};
+use crate::ownership::{check_removal, machine_pool_controllers, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
-use crate::settings::{settings_of, Settings};
+use crate::settings::{settings_of, Action, Settings};
 use crate::topology::controller_may_patch;
-use crate::verdict::{Finding, Subject, Verdict};
+use crate::verdict::{short_warning, Finding, Subject, Verdict};
+
+/// The `validate` entry point without lookups.
+pub fn validate_payload(payload: &[u8]) -> Verdict {
+    validate_payload_with(payload, &NoLookups)
+}
 
 /// The `validate` entry point: reads `{"request": ..., "settings": ...}`.
-pub fn validate_payload(payload: &[u8]) -> Verdict {
+pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
     let value: Value = match serde_json::from_slice(payload) {
         Ok(v) => v,
         Err(e) => return Verdict::bad_request(format!("cannot read the validation payload: {e}")),
@@ -27,13 +36,18 @@ pub fn validate_payload(payload: &[u8]) -> Verdict {
         Err(e) => return Verdict::bad_request(format!("invalid settings: {e}")),
     };
     match map.get("request") {
-        Some(request) => evaluate(&settings, request),
+        Some(request) => evaluate_with(&settings, request, lookups),
         None => Verdict::bad_request("the validation payload has no request"),
     }
 }
 
-/// Judges one AdmissionRequest.
+/// Judges one AdmissionRequest without lookups.
 pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
+    evaluate_with(settings, request, &NoLookups)
+}
+
+/// Judges one AdmissionRequest; `lookups` is asked only when `settings.context_aware`.
+pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups) -> Verdict {
     let group_kind = match kind_of(request) {
         Ok((gk, _)) => gk,
         Err(e) => return Verdict::bad_request(e),
@@ -52,8 +66,9 @@ pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
         namespace: request.namespace.to_string(),
         name: request.name.to_string(),
     };
+    let lookups = settings.context_aware.then_some(lookups);
     let findings = if is_machine_pool(&group_kind.group, &group_kind.kind) {
-        match machine_pool(settings, &request) {
+        match machine_pool(settings, &request, lookups) {
             Ok(findings) => findings,
             Err(e) => {
                 return Verdict::bad_request(format!(
@@ -64,7 +79,7 @@ pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
             }
         }
     } else {
-        bootstrap_config(settings, &request, &subject)
+        bootstrap_config(settings, &request, &subject, lookups)
     };
     let verdict = Verdict::from_findings(&subject, &findings);
     match request.requester.exemption(settings) {
@@ -73,24 +88,85 @@ pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
     }
 }
 
-fn machine_pool(settings: &Settings, request: &Request) -> Result<Vec<Finding>, String> {
+/// A failed lookup never fails the request: the ownerReference rules decide, and a warning
+/// says so.
+pub fn lookup_failed(what: &str, error: &str) -> Finding {
+    Finding {
+        action: Action::Warn,
+        violations: Vec::new(),
+        explanation: String::new(),
+        warning: short_warning(&format!(
+            "{what} lookup failed, judged by ownerReferences only: {error}"
+        )),
+    }
+}
+
+fn machine_pool(
+    settings: &Settings,
+    request: &Request,
+    lookups: Option<&dyn Lookups>,
+) -> Result<Vec<Finding>, String> {
     match (request.operation, request.sub_resource) {
-        (Operation::Create | Operation::Update, "") => rotation::check(settings, request),
+        (Operation::Create | Operation::Update, "") => rotation::check(settings, request, lookups),
         _ => Ok(Vec::new()),
     }
 }
 
-fn bootstrap_config(settings: &Settings, request: &Request, subject: &Subject) -> Vec<Finding> {
+fn bootstrap_config(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
     let mut findings = Vec::new();
+    // With lookups, the pools of the namespace, listed once.
+    let pools = lookups.map(|l| machine_pools(l, &settings.capi_version, request.namespace));
+    if let Some(Err(e)) = &pools {
+        findings.push(lookup_failed("MachinePool", e));
+    }
+    let pools = pools.and_then(Result::ok);
+    let referencing_pools = |live_only: bool| -> Vec<Owner> {
+        pools
+            .as_deref()
+            .map(|pools| {
+                referencing(
+                    pools,
+                    &subject.group_kind,
+                    &subject.namespace,
+                    &subject.name,
+                )
+                .into_iter()
+                .filter(|(_, pool)| !live_only || !is_being_deleted(pool))
+                .map(|(owner, _)| owner)
+                .collect()
+            })
+            .unwrap_or_default()
+    };
     match request.operation {
-        Operation::Create => findings.extend(check_config_status(settings, request.object)),
+        Operation::Create => {
+            findings.extend(check_config_status(settings, request.object));
+            if let Some(pools) = &pools {
+                let consumers = consuming_data_secret(pools, &subject.name);
+                findings.extend(in_place_edit::check_recreate(subject, &consumers));
+            }
+        }
         Operation::Update => {
             let (old_spec, new_spec) = (
                 field(request.old_object, "spec"),
                 field(request.object, "spec"),
             );
             let owners = machine_pool_controllers(request.old_object);
-            if !owners.is_empty() {
+            // In use: referenced by a pool (lookups), else controlled by one (ownerReferences).
+            let in_use = match &pools {
+                Some(_) => referencing_pools(false),
+                None => owners.clone(),
+            };
+            if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
+                findings.extend(in_place_edit::check_rotated_out(
+                    settings, subject, old_spec, new_spec,
+                ));
+            }
+            if !in_use.is_empty() {
                 let rules = settings.field_rules(&subject.group_kind.kind);
                 findings.extend(check_removal(
                     settings,
@@ -98,11 +174,11 @@ fn bootstrap_config(settings: &Settings, request: &Request, subject: &Subject) -
                     request.namespace,
                     &owners,
                     request.object,
-                    || rotation_remediation(subject, &owners, new_spec, &rules),
+                    || rotation_remediation(subject, &in_use, new_spec, &rules),
                 ));
                 if !controller_may_patch(settings, &request.requester, request.old_object) {
                     findings.extend(in_place_edit::check(
-                        settings, subject, &owners, old_spec, new_spec,
+                        settings, subject, &in_use, old_spec, new_spec,
                     ));
                 }
             }
@@ -110,8 +186,17 @@ fn bootstrap_config(settings: &Settings, request: &Request, subject: &Subject) -
                 findings.extend(check_config_status(settings, request.object));
             }
         }
-        // Protecting a config in use against DELETE needs lookups (context-aware mode).
-        Operation::Delete | Operation::Connect => {}
+        Operation::Delete => {
+            // Without lookups nothing tells a referenced config from a rotated-out one.
+            if pools.is_some() {
+                findings.extend(in_place_edit::check_delete(
+                    settings,
+                    subject,
+                    &referencing_pools(true),
+                ));
+            }
+        }
+        Operation::Connect => {}
     }
     findings
 }

@@ -133,6 +133,77 @@ pub fn check(
     })
 }
 
+/// With lookups: a config no MachinePool references any more (rotated out) may be edited, but
+/// the edit reaches no node.
+pub fn check_rotated_out(
+    settings: &Settings,
+    subject: &Subject,
+    old_spec: Option<&Value>,
+    new_spec: Option<&Value>,
+) -> Option<Finding> {
+    let rules = settings.field_rules(&subject.group_kind.kind);
+    if changed_fields("spec", old_spec, new_spec, &rules).is_empty() {
+        return None;
+    }
+    Some(Finding {
+        action: Action::Warn,
+        violations: Vec::new(),
+        explanation: String::new(),
+        warning: format!(
+            "{} is referenced by no MachinePool (rotated out): this edit reaches no node",
+            subject.short()
+        ),
+    })
+}
+
+/// With lookups: deleting a config a live MachinePool references stops the pool's reconcile,
+/// and re-creating it under the same name is an in-place edit in disguise.
+pub fn check_delete(
+    settings: &Settings,
+    subject: &Subject,
+    referencing: &[Owner],
+) -> Option<Finding> {
+    if referencing.is_empty() || settings.in_place_edits == Action::Ignore {
+        return None;
+    }
+    let pools = pools(subject, referencing);
+    Some(Finding {
+        action: settings.in_place_edits,
+        violations: vec![Violation::new(
+            "metadata.name",
+            format!("Forbidden: referenced by the configRef of {pools}"),
+        )],
+        explanation: format!(
+            "Deleting it stops {pools} from reconciling, and re-creating it under the same name \
+             rolls nothing out. Point spec.template.spec.bootstrap.configRef of {pools} at \
+             another {} first, or delete the MachinePool",
+            subject.group_kind.kind
+        ),
+        warning: format!(
+            "deleting {} breaks the reconcile of {pools}",
+            subject.short()
+        ),
+    })
+}
+
+/// With lookups: a config created under a name whose data secret a MachinePool already consumed
+/// will not roll out (the pool sees no new data secret name).
+pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding> {
+    if consumers.is_empty() {
+        return None;
+    }
+    Some(Finding {
+        action: Action::Warn,
+        violations: Vec::new(),
+        explanation: String::new(),
+        warning: format!(
+            "{}: {} consumed this name's data secret: it will not roll out",
+            subject.short(),
+            pools(subject, consumers)
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,16 @@
 //! waPC glue: the Kubewarden entry points and nothing else. The rules live in the pure
-//! modules below and are evaluated by [`engine::validate_payload`].
+//! modules below and are evaluated by [`engine::validate_payload_with`]; lookups, when the
+//! context-aware mode is on, go through [`host_lookups`].
 
 pub mod contract;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
+pub mod host_lookups;
 pub mod identity;
 pub mod in_place_edit;
 pub mod kinds;
+pub mod lookups;
 pub mod ownership;
 pub mod paths;
 pub mod request;

@@ -4,8 +4,11 @@
 
 use serde_json::Value;
 
-use crate::contract::{check_config_ref, CONFIG_REF};
+use crate::contract::{check_config_ref, check_config_status, CONFIG_REF};
+use crate::fingerprint::spec_fingerprint;
 use crate::kinds::{at, group_of_api_version, str_field, GroupKind};
+use crate::lookups::{self, Lookups};
+use crate::ownership::machine_pool_controllers;
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
@@ -49,8 +52,13 @@ pub fn config_ref(machine_pool: Option<&Value>) -> Result<Option<&Value>, String
     }
 }
 
-/// Rule 1 (and rule 5 for the ref) on a MachinePool CREATE or UPDATE.
-pub fn check(settings: &Settings, request: &Request) -> Result<Vec<Finding>, String> {
+/// Rule 1 (and rule 5 for the ref) on a MachinePool CREATE or UPDATE; with lookups, the
+/// rotation's target is checked too.
+pub fn check(
+    settings: &Settings,
+    request: &Request,
+    lookups: Option<&dyn Lookups>,
+) -> Result<Vec<Finding>, String> {
     let new_ref = config_ref(request.object)?;
     let old_ref = match request.operation {
         Operation::Update => config_ref(request.old_object).unwrap_or(None),
@@ -91,15 +99,121 @@ pub fn check(settings: &Settings, request: &Request) -> Result<Vec<Finding>, Str
     // A ref without group or kind is already flagged by the contract check above.
     let resolvable = !new_id.group.is_empty() && !new_id.kind.is_empty();
     if resolvable && !settings.is_bootstrap_config(&target.group, &target.kind) {
-        findings.push(Finding {
-            action: Action::Warn,
-            violations: Vec::new(),
-            explanation: String::new(),
-            warning: format!(
-                "configRef kind {} is not in bootstrapConfigKinds: its in-place edits are not checked",
-                target.qualified()
-            ),
-        });
+        findings.push(warning(format!(
+            "configRef kind {} is not in bootstrapConfigKinds: its in-place edits are not checked",
+            target.qualified()
+        )));
+    }
+    if let (Some(lookups), Operation::Update, true) = (lookups, request.operation, resolvable) {
+        if settings.is_bootstrap_config(&target.group, &target.kind) && !new_id.name.is_empty() {
+            findings.extend(check_target(
+                settings, request, lookups, &target, &new_id, old_ref,
+            ));
+        }
     }
     Ok(findings)
+}
+
+fn warning(text: String) -> Finding {
+    Finding {
+        action: Action::Warn,
+        violations: Vec::new(),
+        explanation: String::new(),
+        warning: text,
+    }
+}
+
+/// With lookups, on a rotation: the new target exists, no other pool controls it, it differs
+/// from the old target, and it honours the contract once ready.
+fn check_target(
+    settings: &Settings,
+    request: &Request,
+    lookups: &dyn Lookups,
+    target: &GroupKind,
+    new_id: &RefIdentity,
+    old_ref: Option<&Value>,
+) -> Vec<Finding> {
+    let Some(api_version) = settings.lookup_api_version(target) else {
+        return Vec::new();
+    };
+    let named = format!("{} {}/{}", target.kind, request.namespace, new_id.name);
+    let new_config = match lookups::config(
+        lookups,
+        api_version.clone(),
+        &target.kind,
+        request.namespace,
+        &new_id.name,
+    ) {
+        Ok(Some(config)) => config,
+        Ok(None) => {
+            return vec![warning(format!(
+                "configRef target {named} does not exist yet: the MachinePool waits for it"
+            ))]
+        }
+        Err(e) => return vec![crate::engine::lookup_failed(&target.kind, &e)],
+    };
+    let mut findings = Vec::new();
+    let pool_uid = request
+        .object
+        .and_then(|o| at(o, &["metadata", "uid"]))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let others: Vec<String> = machine_pool_controllers(Some(&new_config))
+        .into_iter()
+        .filter(|o| {
+            if o.uid.is_empty() || pool_uid.is_empty() {
+                o.name != request.name
+            } else {
+                o.uid != pool_uid
+            }
+        })
+        .map(|o| format!("MachinePool {}/{}", request.namespace, o.name))
+        .collect();
+    if !others.is_empty() {
+        findings.push(Finding {
+            action: Action::Reject,
+            violations: vec![Violation::new(
+                format!("{CONFIG_REF}.name"),
+                format!(
+                    "Forbidden: {named} is controlled by {}",
+                    others.join(" and ")
+                ),
+            )],
+            explanation: format!(
+                "CAPI cannot adopt a config another MachinePool controls, so this pool would stop \
+                 reconciling. Create a new {} for MachinePool {}/{} and point configRef at it",
+                target.kind, request.namespace, request.name
+            ),
+            warning: String::new(),
+        });
+    }
+    if let Some(old_id) = old_ref.map(RefIdentity::of) {
+        if old_id.group == target.group && old_id.kind == target.kind && !old_id.name.is_empty() {
+            if let Ok(Some(old_config)) = lookups::config(
+                lookups,
+                api_version,
+                &target.kind,
+                request.namespace,
+                &old_id.name,
+            ) {
+                let rules = settings.field_rules(&target.kind);
+                if spec_fingerprint(old_config.get("spec"), &rules)
+                    == spec_fingerprint(new_config.get("spec"), &rules)
+                {
+                    findings.push(warning(format!(
+                        "{named} has the same content as {}: every instance is replaced for no change",
+                        old_id.name
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(mut flag) = check_config_status(settings, Some(&new_config)) {
+        flag.warning = format!("configRef target {named} is ready without status.dataSecretName (bootstrap contract)");
+        for v in &mut flag.violations {
+            v.detail = format!("{} (of {named})", v.detail);
+        }
+        findings.push(flag);
+    }
+    findings
 }

@@ -34,7 +34,25 @@ pub struct Settings {
     /// Extra paths per kind, merged with the built-in defaults by [`Settings::field_rules`].
     pub ignored_paths: BTreeMap<String, Vec<PathPattern>>,
     pub fill_once_paths: BTreeMap<String, Vec<PathPattern>>,
+    /// Look MachinePools and configs up through Kubewarden's host capabilities.
+    pub context_aware: bool,
+    /// The CAPI API version lookups use for MachinePools and KubeadmConfigs.
+    pub capi_version: String,
+    /// `bootstrapConfigKinds[].version`: the version lookups use for a kind, when set.
+    pub kind_versions: BTreeMap<GroupKind, String>,
 }
+
+/// The version each known provider serves its config kind in, for lookups.
+/// KubeadmConfig follows `capiVersion`.
+pub const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
+    ("EKSConfig", "v1beta2"),
+    ("NodeadmConfig", "v1beta2"),
+    ("RKE2Config", "v1beta1"),
+    ("K0sWorkerConfig", "v1beta1"),
+    ("KThreesConfig", "v1beta2"),
+    ("MicroK8sConfig", "v1beta1"),
+    ("TalosConfig", "v1alpha3"),
+];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -50,11 +68,14 @@ impl Default for Settings {
                 .collect(),
             ignored_paths: BTreeMap::new(),
             fill_once_paths: BTreeMap::new(),
+            context_aware: false,
+            capi_version: "v1beta2".to_string(),
+            kind_versions: BTreeMap::new(),
         }
     }
 }
 
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 10] = [
     "inPlaceEdits",
     "contractViolations",
     "exemptUsers",
@@ -63,6 +84,8 @@ const KEYS: [&str; 8] = [
     "bootstrapConfigKinds",
     "ignoredPaths",
     "fillOncePaths",
+    "contextAware",
+    "capiVersion",
 ];
 
 impl Settings {
@@ -114,9 +137,25 @@ impl Settings {
         }
         if let Some(v) = map.get("bootstrapConfigKinds") {
             match kinds(v) {
-                Ok(list) => settings.bootstrap_config_kinds = list,
+                Ok((list, versions)) => {
+                    settings.bootstrap_config_kinds = list;
+                    settings.kind_versions = versions;
+                }
                 Err(e) => errors.extend(e),
             }
+        }
+        match map.get("contextAware") {
+            None => {}
+            Some(Value::Bool(b)) => settings.context_aware = *b,
+            Some(other) => errors.push(format!(
+                "contextAware: must be true or false, got {}",
+                type_name(other)
+            )),
+        }
+        match map.get("capiVersion").map(Value::as_str) {
+            None => {}
+            Some(Some(v @ ("v1beta1" | "v1beta2"))) => settings.capi_version = v.to_string(),
+            Some(_) => errors.push("capiVersion: must be \"v1beta1\" or \"v1beta2\"".to_string()),
         }
         for (key, slot) in [
             ("ignoredPaths", &mut settings.ignored_paths),
@@ -158,8 +197,35 @@ impl Settings {
         rules
     }
 
+    /// The apiVersion lookups use for a config kind, if known.
+    pub fn lookup_api_version(&self, group_kind: &GroupKind) -> Option<String> {
+        let version = self.kind_versions.get(group_kind).cloned().or_else(|| {
+            if group_kind.group != BOOTSTRAP_GROUP {
+                return None;
+            }
+            if group_kind.kind == "KubeadmConfig" {
+                return Some(self.capi_version.clone());
+            }
+            DEFAULT_KIND_VERSIONS
+                .iter()
+                .find(|(kind, _)| *kind == group_kind.kind)
+                .map(|(_, v)| v.to_string())
+        })?;
+        Some(format!("{}/{version}", group_kind.group))
+    }
+
     fn contradictions(&self) -> Vec<String> {
         let mut errors = Vec::new();
+        if self.context_aware {
+            for (i, gk) in self.bootstrap_config_kinds.iter().enumerate() {
+                if self.lookup_api_version(gk).is_none() {
+                    errors.push(format!(
+                        "bootstrapConfigKinds[{i}].version: contextAware needs the version to look {} up in",
+                        gk.qualified()
+                    ));
+                }
+            }
+        }
         let kinds: Vec<&str> = self
             .ignored_paths
             .keys()
@@ -245,6 +311,14 @@ fn valid_kind(kind: &str) -> bool {
         && kind.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
+fn valid_version(version: &str) -> bool {
+    version.starts_with('v')
+        && version.len() > 1
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
 fn valid_group(group: &str) -> bool {
     !group.is_empty()
         && group.split('.').all(|label| {
@@ -257,7 +331,9 @@ fn valid_group(group: &str) -> bool {
         })
 }
 
-fn kinds(value: &Value) -> Result<Vec<GroupKind>, Vec<String>> {
+type KindList = (Vec<GroupKind>, BTreeMap<GroupKind, String>);
+
+fn kinds(value: &Value) -> Result<KindList, Vec<String>> {
     const KEY: &str = "bootstrapConfigKinds";
     let Value::Array(items) = value else {
         return Err(vec![format!(
@@ -273,6 +349,7 @@ fn kinds(value: &Value) -> Result<Vec<GroupKind>, Vec<String>> {
     }
     let mut errors = Vec::new();
     let mut list: Vec<GroupKind> = Vec::new();
+    let mut versions = BTreeMap::new();
     for (i, item) in items.iter().enumerate() {
         let Value::Object(entry) = item else {
             errors.push(format!(
@@ -282,9 +359,9 @@ fn kinds(value: &Value) -> Result<Vec<GroupKind>, Vec<String>> {
             continue;
         };
         for key in entry.keys() {
-            if key != "apiGroup" && key != "kind" {
+            if key != "apiGroup" && key != "kind" && key != "version" {
                 errors.push(format!(
-                    "{KEY}[{i}].{key}: unknown field (expected apiGroup and kind)"
+                    "{KEY}[{i}].{key}: unknown field (expected apiGroup, kind and optionally version)"
                 ));
             }
         }
@@ -309,10 +386,19 @@ fn kinds(value: &Value) -> Result<Vec<GroupKind>, Vec<String>> {
         if list.contains(&gk) {
             errors.push(format!("{KEY}[{i}]: {} is listed twice", gk.qualified()));
         }
+        match entry.get("version") {
+            None => {}
+            Some(Value::String(v)) if valid_version(v) => {
+                versions.insert(gk.clone(), v.clone());
+            }
+            Some(other) => errors.push(format!(
+                "{KEY}[{i}].version: {other} is not an API version such as \"v1beta2\""
+            )),
+        }
         list.push(gk);
     }
     if errors.is_empty() {
-        Ok(list)
+        Ok((list, versions))
     } else {
         Err(errors)
     }
@@ -466,7 +552,7 @@ mod tests {
     #[case::user_padded(json!({"controllerUsers": ["system:serviceaccount:capi-system:capi-manager "]}), "controllerUsers[0]:")]
     #[case::group_number(json!({"exemptGroups": [7]}), "exemptGroups[0]: must be a string, got a number")]
     #[case::kinds_empty(json!({"bootstrapConfigKinds": []}), "bootstrapConfigKinds: an empty list would switch the in-place edit check off")]
-    #[case::kinds_typo(json!({"bootstrapConfigKinds": [{"group": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[0].group: unknown field (expected apiGroup and kind)")]
+    #[case::kinds_typo(json!({"bootstrapConfigKinds": [{"group": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[0].group: unknown field (expected apiGroup, kind and optionally version)")]
     #[case::kinds_lowercase(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "kubeadmconfig"}]}), "bootstrapConfigKinds[0].kind: \"kubeadmconfig\" is not a Kind")]
     #[case::kinds_bad_group(json!({"bootstrapConfigKinds": [{"apiGroup": "Bootstrap.Cluster", "kind": "KubeadmConfig"}]}), "bootstrapConfigKinds[0].apiGroup: \"Bootstrap.Cluster\" is not an API group")]
     #[case::kinds_machine_pool(json!({"bootstrapConfigKinds": [{"apiGroup": "cluster.x-k8s.io", "kind": "MachinePool"}]}), "bootstrapConfigKinds[0]: MachinePool is the consumer of bootstrap configs")]
@@ -480,6 +566,10 @@ mod tests {
     #[case::token_made_fill_once(json!({"fillOncePaths": {"KubeadmConfig": ["spec.joinConfiguration.discovery.bootstrapToken.token"]}}), "fillOncePaths/ignoredPaths: KubeadmConfig path \"spec.joinConfiguration.discovery.bootstrapToken.token\" is in both lists")]
     #[case::same_path_in_both(json!({"fillOncePaths": {"EKSConfig": ["spec.ntp"]}, "ignoredPaths": {"EKSConfig": ["spec.ntp"]}}), "EKSConfig path \"spec.ntp\" is in both lists")]
     #[case::not_an_object(json!(["reject"]), "settings must be an object, got a list")]
+    #[case::context_aware_not_bool(json!({"contextAware": "true"}), "contextAware: must be true or false, got a string")]
+    #[case::capi_version(json!({"capiVersion": "v1"}), "capiVersion: must be \"v1beta1\" or \"v1beta2\"")]
+    #[case::kind_version_bad(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "version": "beta"}]}), "bootstrapConfigKinds[0].version: \"beta\" is not an API version")]
+    #[case::custom_kind_needs_version(json!({"contextAware": true, "bootstrapConfigKinds": [{"apiGroup": "bootstrap.acme.example.com", "kind": "AcmeConfig"}]}), "bootstrapConfigKinds[0].version: contextAware needs the version to look AcmeConfig.bootstrap.acme.example.com up in")]
     fn invalid_settings_name_their_key(#[case] settings: Value, #[case] fragment: &str) {
         let error = Settings::from_value(&settings).unwrap_err();
         assert!(error.contains(fragment), "{error}");

@@ -1,0 +1,253 @@
+//! The context-aware mode over a fake cluster: in use means referenced by a MachinePool's
+//! current configRef; DELETE, re-create and rotation targets are checked; a failed lookup falls
+//! back to the ownerReference rules with a warning, never an error.
+
+use std::cell::RefCell;
+
+use capi_bootstrap_rollout_policy::engine::evaluate_with;
+use capi_bootstrap_rollout_policy::lookups::{
+    ListRequest, Lookups, CONFIG_FIELDS, MACHINE_POOL_FIELDS,
+};
+use capi_bootstrap_rollout_policy::settings::Settings;
+use capi_bootstrap_rollout_policy::verdict::Verdict;
+use rstest::rstest;
+use serde_json::{json, Value};
+
+#[derive(Default)]
+struct FakeCluster {
+    pools: Vec<Value>,
+    configs: Vec<Value>,
+    fail: Option<&'static str>,
+    calls: RefCell<Vec<String>>,
+}
+
+impl Lookups for FakeCluster {
+    fn list(&self, request: &ListRequest) -> Result<Vec<Value>, String> {
+        self.calls.borrow_mut().push(format!(
+            "{} {} {} {:?} {:?}",
+            request.api_version,
+            request.kind,
+            request.namespace,
+            request.field_selector,
+            request.field_masks
+        ));
+        if let Some(error) = self.fail {
+            return Err(error.to_string());
+        }
+        let source = if request.kind == "MachinePool" {
+            &self.pools
+        } else {
+            &self.configs
+        };
+        Ok(source
+            .iter()
+            .filter(|o| o["kind"] == request.kind)
+            .filter(|o| match &request.field_selector {
+                Some(selector) => {
+                    selector
+                        == &format!("metadata.name={}", o["metadata"]["name"].as_str().unwrap())
+                }
+                None => true,
+            })
+            .cloned()
+            .collect())
+    }
+}
+
+fn pool(name: &str, config: &str) -> Value {
+    json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+           "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+           "spec": {"template": {"spec": {"bootstrap": {
+               "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": config},
+               "dataSecretName": config}}}}})
+}
+
+fn config(name: &str, owner: Option<&str>, content: &str) -> Value {
+    let mut c = json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"files": [{"path": "/etc/a", "content": content}]}});
+    if let Some(owner) = owner {
+        c["metadata"]["ownerReferences"] = json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
+            "name": owner, "uid": format!("uid-{owner}"), "controller": true}]);
+    }
+    c
+}
+
+fn request(operation: &str, object: Option<&Value>, old: Option<&Value>) -> Value {
+    let any = object.or(old).unwrap();
+    let (group, version) = any["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+    json!({"uid": "r", "operation": operation, "namespace": "default", "name": any["metadata"]["name"],
+           "kind": {"group": group, "version": version, "kind": any["kind"]},
+           "userInfo": {"username": "alice"}, "object": object, "oldObject": old})
+}
+
+fn on() -> Settings {
+    Settings::from_value(&json!({"contextAware": true})).unwrap()
+}
+
+fn said(verdict: &Verdict) -> String {
+    verdict
+        .message
+        .iter()
+        .chain(&verdict.warnings)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[rstest]
+// Owned by workers, but workers now references workers-2: rotated out, editable with a warning.
+#[case::rotated_out(vec![pool("workers", "workers-2")], Some("workers"), true, "KubeadmConfig default/workers-1 is referenced by no MachinePool (rotated out): this edit reaches no node")]
+// Referenced before the pool reconciled (no ownerReference yet): protected.
+#[case::referenced_not_owned(vec![pool("workers", "workers-1")], None, false, "[spec.files[0].content: Forbidden: changed]. The config is in use by MachinePool default/workers")]
+#[case::referenced_and_owned(vec![pool("workers", "workers-1")], Some("workers"), false, "in use by MachinePool default/workers")]
+#[case::neither(vec![pool("workers", "workers-2")], None, true, "")]
+fn in_use_means_referenced(
+    #[case] pools: Vec<Value>,
+    #[case] owner: Option<&str>,
+    #[case] allowed: bool,
+    #[case] fragment: &str,
+) {
+    let cluster = FakeCluster {
+        pools,
+        ..FakeCluster::default()
+    };
+    let old = config("workers-1", owner, "a");
+    let new = config("workers-1", owner, "b");
+    let verdict = evaluate_with(&on(), &request("UPDATE", Some(&new), Some(&old)), &cluster);
+    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+    assert!(said(&verdict).contains(fragment), "{verdict:?}");
+    if fragment.is_empty() {
+        assert_eq!(verdict, Verdict::accept());
+    }
+    // One list per request, only the fields the rules read.
+    assert_eq!(
+        *cluster.calls.borrow(),
+        [format!(
+            "cluster.x-k8s.io/v1beta2 MachinePool default None {:?}",
+            MACHINE_POOL_FIELDS
+        )]
+    );
+}
+
+#[rstest]
+#[case::referenced_by_a_live_pool(json!(null), false, "[metadata.name: Forbidden: referenced by the configRef of MachinePool default/workers]")]
+#[case::pool_being_deleted(json!("2026-11-29T10:00:00Z"), true, "")]
+fn delete_of_a_referenced_config(
+    #[case] deletion: Value,
+    #[case] allowed: bool,
+    #[case] fragment: &str,
+) {
+    let mut p = pool("workers", "workers-1");
+    p["metadata"]["deletionTimestamp"] = deletion;
+    let cluster = FakeCluster {
+        pools: vec![p],
+        ..FakeCluster::default()
+    };
+    let old = config("workers-1", Some("workers"), "a");
+    let verdict = evaluate_with(&on(), &request("DELETE", None, Some(&old)), &cluster);
+    assert_eq!(verdict.allowed, allowed);
+    assert!(said(&verdict).contains(fragment), "{verdict:?}");
+    // Without the context-aware mode, DELETE is accepted and nothing is looked up.
+    let off = evaluate_with(
+        &Settings::default(),
+        &request("DELETE", None, Some(&old)),
+        &cluster,
+    );
+    assert_eq!(off, Verdict::accept());
+    assert_eq!(cluster.calls.borrow().len(), 1);
+}
+
+#[test]
+fn recreate_under_a_consumed_data_secret_name_is_flagged() {
+    let cluster = FakeCluster {
+        pools: vec![pool("workers", "workers-1")],
+        ..FakeCluster::default()
+    };
+    let new = config("workers-1", None, "b");
+    let verdict = evaluate_with(&on(), &request("CREATE", Some(&new), None), &cluster);
+    assert!(verdict.allowed);
+    assert_eq!(verdict.warnings, ["KubeadmConfig default/workers-1: MachinePool default/workers consumed this name's data secret: it will not roll out"]);
+}
+
+#[test]
+fn a_failed_lookup_falls_back_to_owner_references() {
+    let cluster = FakeCluster {
+        fail: Some("forbidden: cannot list machinepools"),
+        ..FakeCluster::default()
+    };
+    let old = config("workers-1", Some("workers"), "a");
+    let new = config("workers-1", Some("workers"), "b");
+    let verdict = evaluate_with(&on(), &request("UPDATE", Some(&new), Some(&old)), &cluster);
+    assert!(!verdict.allowed);
+    assert_eq!(verdict.code, Some(403));
+    assert_eq!(verdict.warnings, ["MachinePool lookup failed, judged by ownerReferences only: forbidden: cannot list machinepools"]);
+    let verdict = evaluate_with(&on(), &request("DELETE", None, Some(&old)), &cluster);
+    assert!(verdict.allowed);
+    assert_eq!(verdict.warnings.len(), 1);
+}
+
+fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
+    let old = pool("workers", "workers-1");
+    let new = pool("workers", to);
+    evaluate_with(&on(), &request("UPDATE", Some(&new), Some(&old)), cluster)
+}
+
+#[rstest]
+#[case::target_missing(vec![config("workers-1", Some("workers"), "a")], true, "configRef target KubeadmConfig default/workers-2 does not exist yet: the MachinePool waits for it")]
+#[case::target_controlled_by_another_pool(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("batch"), "b")], false, "[spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig default/workers-2 is controlled by MachinePool default/batch]")]
+#[case::target_already_ours(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("workers"), "b")], true, "")]
+#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "KubeadmConfig default/workers-2 has the same content as workers-1: every instance is replaced for no change")]
+fn rotation_targets(#[case] configs: Vec<Value>, #[case] allowed: bool, #[case] fragment: &str) {
+    let cluster = FakeCluster {
+        configs,
+        ..FakeCluster::default()
+    };
+    let verdict = rotate(&cluster, "workers-2");
+    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+    assert!(said(&verdict).contains(fragment), "{verdict:?}");
+    if fragment.is_empty() {
+        assert_eq!(verdict, Verdict::accept());
+    }
+    assert_eq!(
+        cluster.calls.borrow()[0],
+        format!("bootstrap.cluster.x-k8s.io/v1beta2 KubeadmConfig default Some(\"metadata.name=workers-2\") {:?}", CONFIG_FIELDS)
+    );
+}
+
+#[test]
+fn rotation_target_ready_without_data_secret_is_flagged() {
+    let mut target = config("workers-2", None, "b");
+    target["status"] = json!({"initialization": {"dataSecretCreated": true}});
+    let cluster = FakeCluster {
+        configs: vec![config("workers-1", Some("workers"), "a"), target],
+        ..FakeCluster::default()
+    };
+    let verdict = rotate(&cluster, "workers-2");
+    assert!(verdict.allowed);
+    assert_eq!(verdict.warnings, ["configRef target KubeadmConfig default/workers-2 is ready without status.dataSecretName (bootstrap contract)"]);
+}
+
+#[test]
+fn rotation_lookup_failure_is_a_warning() {
+    let cluster = FakeCluster {
+        fail: Some("connection refused"),
+        ..FakeCluster::default()
+    };
+    let verdict = rotate(&cluster, "workers-2");
+    assert!(verdict.allowed);
+    assert_eq!(
+        verdict.warnings,
+        ["KubeadmConfig lookup failed, judged by ownerReferences only: connection refused"]
+    );
+}
+
+#[test]
+fn capi_version_setting_drives_the_lookups() {
+    let cluster = FakeCluster::default();
+    let settings =
+        Settings::from_value(&json!({"contextAware": true, "capiVersion": "v1beta1"})).unwrap();
+    let old = config("workers-1", Some("workers"), "a");
+    let _ = evaluate_with(&settings, &request("DELETE", None, Some(&old)), &cluster);
+    assert!(cluster.calls.borrow()[0].starts_with("cluster.x-k8s.io/v1beta1 MachinePool default"));
+}
