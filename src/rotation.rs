@@ -209,7 +209,9 @@ fn check_target(
         }
     }
     if let Some(mut flag) = check_config_status(settings, Some(&new_config)) {
-        flag.warning = format!("configRef target {named} is ready without status.dataSecretName (bootstrap contract)");
+        flag.warning = format!(
+            "configRef target {named} is ready without status.dataSecretName (bootstrap contract)"
+        );
         for v in &mut flag.violations {
             v.detail = format!("{} (of {named})", v.detail);
         }

@@ -81,6 +81,8 @@ fn documented_defaults() -> Value {
         ],
         "ignoredPaths": {},
         "fillOncePaths": {},
+        "contextAware": false,
+        "capiVersion": "v1beta2",
     })
 }
 
@@ -89,6 +91,7 @@ fn enum_values(key: &str) -> Option<BTreeSet<&'static str>> {
     match key {
         "inPlaceEdits" => Some(["reject", "warn", "allow"].into()),
         "contractViolations" => Some(["warn", "reject", "ignore"].into()),
+        "capiVersion" => Some(["v1beta2", "v1beta1"].into()),
         _ => None,
     }
 }
@@ -608,6 +611,10 @@ fn questions_ui_covers_every_setting_with_its_default() {
                     assert_eq!(sub["default"], json!([]));
                 }
             }
+            "boolean" => assert!(
+                default.is_boolean(),
+                "questions-ui.yml: {variable} is a boolean"
+            ),
             other => {
                 panic!("questions-ui.yml: {variable} has type {other}, not one this file uses")
             }
@@ -1000,4 +1007,27 @@ fn annotated_module_embeds_metadata_yml_and_readme() {
         differences.join(", ")
     );
     assert_eq!(actual, expected);
+}
+
+/// The context-aware mode asks for MachinePools in the default CAPI version and each default
+/// bootstrap config kind in the version its lookups use: metadata.yml declares exactly those.
+#[test]
+fn context_aware_resources_are_what_the_lookups_ask_for() {
+    let settings = Settings::default();
+    let mut expected = vec![json!({
+        "apiVersion": format!("{CAPI_GROUP}/{}", settings.capi_version),
+        "kind": "MachinePool"
+    })];
+    for gk in &settings.bootstrap_config_kinds {
+        expected.push(json!({
+            "apiVersion": settings.lookup_api_version(gk).expect("a default kind has a lookup version"),
+            "kind": gk.kind
+        }));
+    }
+    // kwctl annotate stores them as a set: sorted by apiVersion, then kind.
+    expected.sort_by_key(|r| (r["apiVersion"].to_string(), r["kind"].to_string()));
+    assert_eq!(
+        yaml("metadata.yml")["contextAwareResources"],
+        json!(expected)
+    );
 }
