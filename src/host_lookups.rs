@@ -1,5 +1,7 @@
-//! The only code that asks the host: Kubewarden's `kubernetes` host capabilities behind the
-//! [`Lookups`] trait. Used by the wasm entry point when `contextAware` is on.
+//! Kubewarden's `kubernetes` host capabilities behind the [`Lookups`] trait: the request the
+//! host expects and the list it answers. The call itself is a parameter: the wasm entry point
+//! passes waPC's `host_call` ([`wapc_host_call`], the only code that reaches the host), native
+//! tests pass a replayed cluster.
 
 use kubewarden_policy_sdk::host_capabilities::kubernetes::ListResourcesByNamespaceRequest;
 use kubewarden_policy_sdk::wapc_guest;
@@ -7,9 +9,23 @@ use serde_json::Value;
 
 use crate::lookups::{ListRequest, Lookups};
 
-pub struct HostLookups;
+/// `(binding, namespace, operation, payload) -> response`, as waPC's `host_call`.
+pub struct HostLookups<F>(pub F);
 
-impl Lookups for HostLookups {
+/// waPC's `host_call`, errors as text.
+pub fn wapc_host_call(
+    binding: &str,
+    namespace: &str,
+    operation: &str,
+    payload: &[u8],
+) -> Result<Vec<u8>, String> {
+    wapc_guest::host_call(binding, namespace, operation, payload).map_err(|e| e.to_string())
+}
+
+impl<F> Lookups for HostLookups<F>
+where
+    F: Fn(&str, &str, &str, &[u8]) -> Result<Vec<u8>, String>,
+{
     fn list(&self, request: &ListRequest) -> Result<Vec<Value>, String> {
         let call = ListResourcesByNamespaceRequest {
             api_version: request.api_version.clone(),
@@ -20,13 +36,12 @@ impl Lookups for HostLookups {
             field_masks: Some(request.field_masks.iter().map(|f| f.to_string()).collect()),
         };
         let payload = serde_json::to_vec(&call).map_err(|e| e.to_string())?;
-        let response = wapc_guest::host_call(
+        let response = (self.0)(
             "kubewarden",
             "kubernetes",
             "list_resources_by_namespace",
             &payload,
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let list: Value = serde_json::from_slice(&response)
             .map_err(|e| format!("unreadable {} list: {e}", request.kind))?;
         match list.get("items") {

@@ -150,8 +150,8 @@ pub fn check_rotated_out(
         violations: Vec::new(),
         explanation: String::new(),
         warning: format!(
-            "{} is referenced by no MachinePool (rotated out): this edit reaches no node",
-            subject.short()
+            "{} {} is rotated out (no MachinePool references it): this edit reaches no node",
+            subject.group_kind.kind, subject.name
         ),
     })
 }
@@ -197,9 +197,14 @@ pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding>
         violations: Vec::new(),
         explanation: String::new(),
         warning: format!(
-            "{}: {} consumed this name's data secret: it will not roll out",
-            subject.short(),
-            pools(subject, consumers)
+            "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
+            subject.group_kind.kind,
+            subject.name,
+            consumers
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     })
 }

@@ -41,9 +41,9 @@ pub extern "C" fn wapc_init() {
 }
 
 fn validate(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(
-        &engine::validate_payload(payload).into_response(),
-    )?)
+    let lookups = host_lookups::HostLookups(host_lookups::wapc_host_call);
+    let verdict = engine::validate_payload_with(payload, &lookups);
+    Ok(serde_json::to_vec(&verdict.into_response())?)
 }
 
 fn validate_settings(payload: &[u8]) -> CallResult {

@@ -137,6 +137,7 @@ fn check_target(
         return Vec::new();
     };
     let named = format!("{} {}/{}", target.kind, request.namespace, new_id.name);
+    let short = format!("{} {}", target.kind, new_id.name);
     let new_config = match lookups::config(
         lookups,
         api_version.clone(),
@@ -147,7 +148,7 @@ fn check_target(
         Ok(Some(config)) => config,
         Ok(None) => {
             return vec![warning(format!(
-                "configRef target {named} does not exist yet: the MachinePool waits for it"
+                "configRef target {short} does not exist yet: the MachinePool waits for it"
             ))]
         }
         Err(e) => return vec![crate::engine::lookup_failed(&target.kind, &e)],
@@ -201,8 +202,8 @@ fn check_target(
                     == spec_fingerprint(new_config.get("spec"), &rules)
                 {
                     findings.push(warning(format!(
-                        "{named} has the same content as {}: every instance is replaced for no change",
-                        old_id.name
+                        "{} has the same content as {}: the rotation replaces every instance for nothing",
+                        new_id.name, old_id.name
                     )));
                 }
             }
@@ -210,7 +211,7 @@ fn check_target(
     }
     if let Some(mut flag) = check_config_status(settings, Some(&new_config)) {
         flag.warning = format!(
-            "configRef target {named} is ready without status.dataSecretName (bootstrap contract)"
+            "configRef target {short} is ready without status.dataSecretName (bootstrap contract)"
         );
         for v in &mut flag.violations {
             v.detail = format!("{} (of {named})", v.detail);

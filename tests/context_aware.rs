@@ -97,7 +97,7 @@ fn said(verdict: &Verdict) -> String {
 
 #[rstest]
 // Owned by workers, but workers now references workers-2: rotated out, editable with a warning.
-#[case::rotated_out(vec![pool("workers", "workers-2")], Some("workers"), true, "KubeadmConfig default/workers-1 is referenced by no MachinePool (rotated out): this edit reaches no node")]
+#[case::rotated_out(vec![pool("workers", "workers-2")], Some("workers"), true, "KubeadmConfig workers-1 is rotated out (no MachinePool references it): this edit reaches no node")]
 // Referenced before the pool reconciled (no ownerReference yet): protected.
 #[case::referenced_not_owned(vec![pool("workers", "workers-1")], None, false, "[spec.files[0].content: Forbidden: changed]. The config is in use by MachinePool default/workers")]
 #[case::referenced_and_owned(vec![pool("workers", "workers-1")], Some("workers"), false, "in use by MachinePool default/workers")]
@@ -167,7 +167,7 @@ fn recreate_under_a_consumed_data_secret_name_is_flagged() {
     let new = config("workers-1", None, "b");
     let verdict = evaluate_with(&on(), &request("CREATE", Some(&new), None), &cluster);
     assert!(verdict.allowed);
-    assert_eq!(verdict.warnings, ["KubeadmConfig default/workers-1: MachinePool default/workers consumed this name's data secret: it will not roll out"]);
+    assert_eq!(verdict.warnings, ["KubeadmConfig workers-1: MachinePool workers already consumed this data secret name: no roll-out"]);
 }
 
 #[test]
@@ -194,10 +194,10 @@ fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
 }
 
 #[rstest]
-#[case::target_missing(vec![config("workers-1", Some("workers"), "a")], true, "configRef target KubeadmConfig default/workers-2 does not exist yet: the MachinePool waits for it")]
+#[case::target_missing(vec![config("workers-1", Some("workers"), "a")], true, "configRef target KubeadmConfig workers-2 does not exist yet: the MachinePool waits for it")]
 #[case::target_controlled_by_another_pool(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("batch"), "b")], false, "[spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig default/workers-2 is controlled by MachinePool default/batch]")]
 #[case::target_already_ours(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("workers"), "b")], true, "")]
-#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "KubeadmConfig default/workers-2 has the same content as workers-1: every instance is replaced for no change")]
+#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "workers-2 has the same content as workers-1: the rotation replaces every instance for nothing")]
 fn rotation_targets(#[case] configs: Vec<Value>, #[case] allowed: bool, #[case] fragment: &str) {
     let cluster = FakeCluster {
         configs,
@@ -225,7 +225,7 @@ fn rotation_target_ready_without_data_secret_is_flagged() {
     };
     let verdict = rotate(&cluster, "workers-2");
     assert!(verdict.allowed);
-    assert_eq!(verdict.warnings, ["configRef target KubeadmConfig default/workers-2 is ready without status.dataSecretName (bootstrap contract)"]);
+    assert_eq!(verdict.warnings, ["configRef target KubeadmConfig workers-2 is ready without status.dataSecretName (bootstrap contract)"]);
 }
 
 #[test]

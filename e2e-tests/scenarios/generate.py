@@ -128,8 +128,32 @@ SCENARIOS = []
 REQUEST_UIDS = itertools.count(1)  # deterministic uids: regenerating changes nothing
 
 
-def scenario(name, description, req, expect, settings=None):
-    SCENARIOS.append((name, description, req, expect, settings))
+def scenario(name, description, req, expect, settings=None, session=None):
+    SCENARIOS.append((name, description, req, expect, settings, session))
+
+
+MP_FIELDS = ["metadata.deletionTimestamp", "metadata.name", "metadata.uid", "spec.template.spec.bootstrap"]
+CONFIG_FIELDS = ["metadata.name", "metadata.ownerReferences", "spec", "status"]
+
+
+def list_exchange(api_version, kind, items, field_selector=None, masks=MP_FIELDS, error=None):
+    """One kwctl replay exchange: the list the policy asks for and what the cluster answers."""
+    request = (f"!KubernetesListResourceNamespace\napi_version: {api_version}\nkind: {kind}\n"
+               f"namespace: {NS}\nlabel_selector: null\n"
+               f"field_selector: {json.dumps(field_selector) if field_selector else 'null'}\n"
+               "field_masks:\n" + "".join(f"- {m}\n" for m in masks))
+    response = ({"type": "Error", "message": error} if error else
+                {"type": "Success", "payload": json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, separators=(",", ":"))})
+    return {"type": "Exchange", "request": request, "response": response}
+
+
+def pools_exchange(pools, error=None):
+    return list_exchange("cluster.x-k8s.io/v1beta2", "MachinePool", pools, error=error)
+
+
+def config_exchange(name, items):
+    return list_exchange("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig", items,
+                         field_selector=f"metadata.name={name}", masks=CONFIG_FIELDS)
 
 
 def edited(obj, fn):
@@ -392,6 +416,72 @@ scenario("other-kind-untouched",
          "a kind the policy does not judge (a ConfigMap) is accepted untouched",
          request("UPDATE", cm_new, cm_old), {"allowed": True, "messageAbsent": True, "warnings": 0})
 
+# --- Context-aware mode (replayed cluster) --------------------------------------------------------
+CA = {"contextAware": True}
+
+
+def live_pool(config_name, deleting=False):
+    p = machine_pool("v1beta2", ref("v1beta2", config_name), data_secret=config_name)
+    m = {"name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+    if deleting:
+        m["deletionTimestamp"] = "2026-11-29T08:00:00Z"
+    return {"metadata": m, "spec": {"template": {"spec": {"bootstrap": p["spec"]["template"]["spec"]["bootstrap"]}}}}
+
+
+scenario("context-aware-rotated-out-edit",
+         "contextAware: the pool now references another config, so this owned one is rotated out: edit allowed with a warning",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": True, "warnings": 1, "warningsContain": [f"KubeadmConfig {CONFIG} is rotated out (no MachinePool references it): this edit reaches no node"]},
+         settings=CA, session=[pools_exchange([live_pool("workers-spot-4c1d9e2b")])])
+unadopted = kubeadm_config("v1beta2", owned=False, status=False)
+scenario("context-aware-referenced-not-adopted",
+         "contextAware: a config a pool references before adopting it (no ownerReference yet) is protected",
+         request("UPDATE", edited(unadopted, edit_in_place), unadopted),
+         {"allowed": False, "messageContains": [f"is invalid: [spec.files[0].content: Forbidden: changed", f"in use by MachinePool {NS}/{POOL}"]},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
+scenario("context-aware-delete-referenced",
+         "contextAware: deleting a config a live pool references is rejected (delete-and-recreate is an in-place edit in disguise)",
+         request("DELETE", None, old),
+         {"allowed": False, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachinePool {NS}/{POOL}]", "re-creating it under the same name rolls nothing out"]},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
+scenario("context-aware-delete-with-its-pool",
+         "contextAware: the pool that references the config is being deleted itself: DELETE allowed",
+         request("DELETE", None, old, user=sa(GC)), {"allowed": True, "warnings": 0},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG, deleting=True)])])
+scenario("context-aware-recreate-consumed-name",
+         "contextAware: creating a config under a name whose data secret a pool already consumed is flagged: it will not roll out",
+         request("CREATE", kubeadm_config("v1beta2", owned=False, status=False)),
+         {"allowed": True, "warnings": 1, "warningsContain": [f"KubeadmConfig {CONFIG}: MachinePool {POOL} already consumed this data secret name: no roll-out"]},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
+scenario("context-aware-lookup-fails",
+         "contextAware: a failed lookup (RBAC) is no 500: the ownerReference rules decide, with a warning",
+         request("UPDATE", edited(old, edit_in_place), old),
+         {"allowed": False, "code": 403, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only"]},
+         settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server-default\" cannot list resource \"machinepools\"")])
+rot_old = machine_pool("v1beta2", ref("v1beta2", CONFIG))
+rot_new = machine_pool("v1beta2", ref("v1beta2", "workers-spot-4c1d9e2b"))
+scenario("context-aware-rotation-target-missing",
+         "contextAware: rotating to a config that does not exist yet is allowed with a warning (the pool waits)",
+         request("UPDATE", rot_new, rot_old),
+         {"allowed": True, "warnings": 1, "warningsContain": ["configRef target KubeadmConfig workers-spot-4c1d9e2b does not exist yet: the MachinePool waits for it"]},
+         settings=CA, session=[config_exchange("workers-spot-4c1d9e2b", [])])
+other_owned = {"metadata": {"name": "workers-spot-4c1d9e2b", "ownerReferences": [
+    {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "workers-batch", "uid": "aa000000-0000-4000-8000-000000000099", "controller": True}]},
+    "spec": kubeadm_spec("v1beta2", sysctl="other")}
+scenario("context-aware-rotation-to-controlled-config",
+         "contextAware: pointing a second MachinePool at a config another pool controls is rejected (CAPI cannot adopt it)",
+         request("UPDATE", rot_new, rot_old),
+         {"allowed": False, "messageContains": [f"[spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig {NS}/workers-spot-4c1d9e2b is controlled by MachinePool {NS}/workers-batch]"]},
+         settings=CA, session=[config_exchange("workers-spot-4c1d9e2b", [other_owned]),
+                               config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
+same = {"metadata": {"name": "workers-spot-4c1d9e2b"}, "spec": kubeadm_spec("v1beta2", token="")}
+scenario("context-aware-rotation-same-content",
+         "contextAware: rotating to a config with the same content (token aside) replaces every instance for nothing: warning",
+         request("UPDATE", rot_new, rot_old),
+         {"allowed": True, "warnings": 1, "warningsContain": ["workers-spot-4c1d9e2b has the same content as workers-spot-8d2f0a1c: the rotation replaces every instance for nothing"]},
+         settings=CA, session=[config_exchange("workers-spot-4c1d9e2b", [same]),
+                               config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
+
 # --- Bad input and bad settings -----------------------------------------------------------------
 odd = request("UPDATE", edited(old, lambda o: o.update(spec="#cloud-config")), old)
 scenario("bad-input-spec-not-an-object",
@@ -417,7 +507,7 @@ def yaml_scalar(value):
 
 def write():
     keep = set()
-    for name, description, req, expect, settings in SCENARIOS:
+    for name, description, req, expect, settings, session in SCENARIOS:
         keep.add(name)
         d = os.path.join(HERE, name)
         os.makedirs(d, exist_ok=True)
@@ -427,6 +517,17 @@ def write():
         lines = [f"description: {yaml_scalar(description)}"]
         if settings is not None:
             lines.append(f"settings: {json.dumps(settings)}")
+        if session is not None:
+            lines.append("contextAware: true")
+            lines.append("session: session.yml")
+            with open(os.path.join(d, "session.yml"), "w") as f:
+                f.write("# kwctl replay session: the cluster's answers to the policy's lookups, in order.\n")
+                for exchange in session:
+                    f.write("- type: Exchange\n  request: |\n")
+                    f.write("".join(f"    {line}\n" for line in exchange["request"].splitlines()))
+                    f.write("  response:\n")
+                    for k, v in exchange["response"].items():
+                        f.write(f"    {k}: {json.dumps(v)}\n")
         lines.append("expect:")
         for key, value in expect.items():
             lines.append(f"  {key}: {json.dumps(value, ensure_ascii=False)}")

@@ -1,13 +1,18 @@
 //! The wasm module and the native library are the same rules: for every scenario, the line
 //! policy-host prints for the annotated module equals the line built from the native engine's
-//! verdict on the very payload the host sends to the guest.
+//! verdict on the very payload the host sends to the guest. Context-aware scenarios replay
+//! their session on both sides: natively through the same `HostLookups` the module uses.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use capi_bootstrap_rollout_policy::engine::validate_payload;
+use capi_bootstrap_rollout_policy::engine::validate_payload_with;
+use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
 use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
 use policy_host::admission::{AdmissionResponse, ValidateRequest, ValidationResponse};
+use policy_host::callbacks::{Cluster, HostContext, Session};
 use policy_host::engine::EngineOptions;
+use policy_host::metadata::Metadata;
 use policy_host::run::{run, RunOptions, RunReport};
 use policy_host::scenarios::{discover, Scenario};
 use serde_json::{json, Value};
@@ -28,13 +33,42 @@ fn module() -> PathBuf {
     module
 }
 
-fn native_line(request: &Value, settings: &Value) -> String {
+/// What the host would answer the guest: the scenario's replay session, limited to the
+/// module's contextAwareResources, or no cluster at all.
+fn cluster(module: &Path, scenario: &Scenario) -> Arc<HostContext> {
+    let Some(session) = scenario
+        .session_path()
+        .filter(|_| scenario.spec.context_aware)
+    else {
+        return HostContext::offline();
+    };
+    let metadata = Metadata::from_module(&std::fs::read(module).unwrap())
+        .unwrap()
+        .unwrap();
+    let allowed = metadata
+        .context_aware_resources
+        .iter()
+        .map(|r| (r.api_version.clone(), r.kind.clone()))
+        .collect();
+    HostContext::new(
+        allowed,
+        Cluster::Replay(Session::from_file(&session).unwrap()),
+    )
+}
+
+fn native_line(request: &Value, settings: &Value, cluster: Arc<HostContext>) -> String {
     let validate = ValidateRequest::build(request, false).unwrap();
     let ValidateRequest::AdmissionRequest(admission) = &validate else {
         panic!("not an AdmissionRequest")
     };
     let payload = json!({"request": admission, "settings": settings});
-    let response = validate_payload(&serde_json::to_vec(&payload).unwrap()).into_response();
+    let callback = cluster.into_callback();
+    // In the guest, waPC's host_call error reads "Host error: <what the host said>".
+    let lookups = HostLookups(|b: &str, n: &str, o: &str, p: &[u8]| {
+        callback(b, n, o, p).map_err(|e| format!("Host error: {e}"))
+    });
+    let response =
+        validate_payload_with(&serde_json::to_vec(&payload).unwrap(), &lookups).into_response();
     let response: ValidationResponse =
         serde_json::from_value(serde_json::to_value(response).unwrap()).unwrap();
     AdmissionResponse::from_validation_response(
@@ -60,8 +94,8 @@ fn wasm_and_native_give_the_same_line_for_every_scenario() {
             request_path: scenario.request_path().to_string_lossy().into_owned(),
             settings_path: None,
             settings_json: Some(settings.to_string()),
-            allow_context_aware: false,
-            replay_session: None,
+            allow_context_aware: scenario.spec.context_aware,
+            replay_session: scenario.session_path(),
             raw: false,
             engine: EngineOptions::default(),
         };
@@ -79,7 +113,7 @@ fn wasm_and_native_give_the_same_line_for_every_scenario() {
                     &std::fs::read_to_string(scenario.request_path()).unwrap(),
                 )
                 .unwrap();
-                let native = native_line(&request, &settings);
+                let native = native_line(&request, &settings, cluster(&module, &scenario));
                 if native != response.to_line() {
                     mismatches.push(format!(
                         "{}:\n  wasm   {}\n  native {native}",
