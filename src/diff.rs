@@ -109,8 +109,27 @@ pub fn changed_fields(
     new: Option<&Value>,
     rules: &FieldRules,
 ) -> Vec<Change> {
-    let mut path = FieldPath::root(root);
-    let active = Active::start(rules, &Segment::Key(root.to_string()));
+    changed_fields_at(&[root], old, new, rules)
+}
+
+/// Changed fields between two values found at a nested `root` (`spec.template.spec` of a
+/// bootstrap template); paths are reported from the object's top.
+pub fn changed_fields_at(
+    root: &[&str],
+    old: Option<&Value>,
+    new: Option<&Value>,
+    rules: &FieldRules,
+) -> Vec<Change> {
+    let Some((first, rest)) = root.split_first() else {
+        return Vec::new();
+    };
+    let mut path = FieldPath::root(first);
+    let mut active = Active::start(rules, &Segment::Key(first.to_string()));
+    for key in rest {
+        let segment = Segment::Key(key.to_string());
+        active = active.step(rules, path.segments().len(), &segment);
+        path.push(segment);
+    }
     let mut out = Vec::new();
     walk(old, new, &mut path, &active, rules, &mut out);
     out

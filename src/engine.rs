@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
-use crate::kinds::is_machine_pool;
+use crate::kinds::{is_machine_pool, is_machine_template_consumer};
 use crate::lookups::{
     consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
 };
@@ -14,6 +14,7 @@ use crate::ownership::{check_removal, machine_pool_controllers, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
 use crate::settings::{settings_of, Action, Settings};
+use crate::template;
 use crate::topology::controller_may_patch;
 use crate::verdict::{short_warning, Finding, Subject, Verdict};
 
@@ -52,8 +53,11 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
         Ok((gk, _)) => gk,
         Err(e) => return Verdict::bad_request(e),
     };
-    let ours = is_machine_pool(&group_kind.group, &group_kind.kind)
-        || settings.is_bootstrap_config(&group_kind.group, &group_kind.kind);
+    let (group, kind) = (group_kind.group.as_str(), group_kind.kind.as_str());
+    let ours = is_machine_pool(group, kind)
+        || is_machine_template_consumer(group, kind)
+        || settings.is_bootstrap_config(group, kind)
+        || settings.is_bootstrap_template(group, kind);
     if !ours {
         return Verdict::accept();
     }
@@ -67,7 +71,9 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
         name: request.name.to_string(),
     };
     let lookups = settings.context_aware.then_some(lookups);
-    let findings = if is_machine_pool(&group_kind.group, &group_kind.kind) {
+    let findings = if is_machine_pool(group, kind) || is_machine_template_consumer(group, kind) {
+        // Rotation targets are looked up for MachinePools (configs) only.
+        let lookups = lookups.filter(|_| is_machine_pool(group, kind));
         match machine_pool(settings, &request, lookups) {
             Ok(findings) => findings,
             Err(e) => {
@@ -78,6 +84,8 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
                 ))
             }
         }
+    } else if settings.is_bootstrap_template(group, kind) {
+        template::check(settings, &request, &subject, lookups)
     } else {
         bootstrap_config(settings, &request, &subject, lookups)
     };

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::diff::{changed_fields, FieldRules};
+use crate::diff::{changed_fields, Change, FieldRules};
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::ownership::Owner;
 use crate::paths::PathPattern;
@@ -79,22 +79,8 @@ pub fn rotation_remediation(
     )
 }
 
-/// Rule 2 on an UPDATE of a config whose OLD object is controlled by `owners`.
-pub fn check(
-    settings: &Settings,
-    subject: &Subject,
-    owners: &[Owner],
-    old_spec: Option<&Value>,
-    new_spec: Option<&Value>,
-) -> Option<Finding> {
-    if owners.is_empty() || settings.in_place_edits == Action::Ignore {
-        return None;
-    }
-    let rules = settings.field_rules(&subject.group_kind.kind);
-    let changes = changed_fields("spec", old_spec, new_spec, &rules);
-    if changes.is_empty() {
-        return None;
-    }
+/// The changed paths as field errors, at most [`MAX_REPORTED_PATHS`], then a count.
+pub fn change_violations(changes: &[Change]) -> Vec<Violation> {
     let mut violations: Vec<Violation> = changes
         .iter()
         .take(MAX_REPORTED_PATHS)
@@ -112,6 +98,26 @@ pub fn check(
             format!("and {more} more changed fields"),
         ));
     }
+    violations
+}
+
+/// Rule 2 on an UPDATE of a config whose OLD object is controlled by `owners`.
+pub fn check(
+    settings: &Settings,
+    subject: &Subject,
+    owners: &[Owner],
+    old_spec: Option<&Value>,
+    new_spec: Option<&Value>,
+) -> Option<Finding> {
+    if owners.is_empty() || settings.in_place_edits == Action::Ignore {
+        return None;
+    }
+    let rules = settings.field_rules(&subject.group_kind.kind);
+    let changes = changed_fields("spec", old_spec, new_spec, &rules);
+    if changes.is_empty() {
+        return None;
+    }
+    let violations = change_violations(&changes);
     let pools = pools(subject, owners);
     let first = violations[0].field.clone();
     let others = if changes.len() > 1 {

@@ -7,6 +7,11 @@ pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
 pub const CAPI_EXP_GROUP: &str = "exp.cluster.x-k8s.io";
 pub const MACHINE_POOL: &str = "MachinePool";
 pub const BOOTSTRAP_GROUP: &str = "bootstrap.cluster.x-k8s.io";
+pub const MACHINE_DEPLOYMENT: &str = "MachineDeployment";
+pub const MACHINE_SET: &str = "MachineSet";
+pub const CLUSTER_CLASS: &str = "ClusterClass";
+/// A bootstrap template's kind is its config kind plus this suffix (KubeadmConfigTemplate).
+pub const TEMPLATE_SUFFIX: &str = "Template";
 
 /// The bootstrap config kinds known to CAPI's provider list, evaluated by default.
 pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; 8] = [
@@ -55,6 +60,11 @@ pub fn group_of_api_version(api_version: &str) -> &str {
 
 pub fn is_machine_pool(group: &str, kind: &str) -> bool {
     kind == MACHINE_POOL && (group == CAPI_GROUP || group == CAPI_EXP_GROUP)
+}
+
+/// MachineDeployments and MachineSets name a bootstrap template in the same configRef.
+pub fn is_machine_template_consumer(group: &str, kind: &str) -> bool {
+    group == CAPI_GROUP && (kind == MACHINE_DEPLOYMENT || kind == MACHINE_SET)
 }
 
 /// Reads a string field, treating anything else (absent, null, a number) as absent.

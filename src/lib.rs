@@ -16,6 +16,7 @@ pub mod paths;
 pub mod request;
 pub mod rotation;
 pub mod settings;
+pub mod template;
 pub mod topology;
 pub mod verdict;
 

@@ -12,7 +12,8 @@ use crate::kinds::{at, GroupKind, CAPI_GROUP, MACHINE_POOL};
 use crate::ownership::Owner;
 use crate::rotation::{config_ref, RefIdentity};
 
-/// The fields of a MachinePool the rules read; nothing else travels.
+/// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
+/// travels.
 pub const MACHINE_POOL_FIELDS: [&str; 4] = [
     "metadata.deletionTimestamp",
     "metadata.name",
@@ -58,9 +59,20 @@ pub fn machine_pools(
     capi_version: &str,
     namespace: &str,
 ) -> Result<Vec<Value>, String> {
+    consumers(lookups, capi_version, MACHINE_POOL, namespace)
+}
+
+/// The objects of a CAPI kind that name bootstrap data in `spec.template.spec.bootstrap`
+/// (MachinePool, MachineDeployment, MachineSet) in a namespace; the same few fields of each.
+pub fn consumers(
+    lookups: &dyn Lookups,
+    capi_version: &str,
+    kind: &str,
+    namespace: &str,
+) -> Result<Vec<Value>, String> {
     lookups.list(&ListRequest {
         api_version: format!("{CAPI_GROUP}/{capi_version}"),
-        kind: MACHINE_POOL,
+        kind,
         namespace,
         field_selector: None,
         field_masks: &MACHINE_POOL_FIELDS,

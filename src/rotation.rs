@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::contract::{check_config_ref, check_config_status, CONFIG_REF};
 use crate::fingerprint::spec_fingerprint;
-use crate::kinds::{at, group_of_api_version, str_field, GroupKind};
+use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
 use crate::request::{Operation, Request};
@@ -82,14 +82,14 @@ pub fn check(
             violations: vec![Violation::new(
                 format!("{CONFIG_REF}.namespace"),
                 format!(
-                    "Invalid value: {:?}: must be the MachinePool's namespace {:?}",
-                    new_id.namespace, request.namespace
+                    "Invalid value: {:?}: must be the {}'s namespace {:?}",
+                    new_id.namespace, request.group_kind.kind, request.namespace
                 ),
             )],
             explanation: format!(
-                "CAPI looks bootstrap configs up only in the MachinePool's namespace. Create the \
-                 config in namespace {:?} and omit configRef.namespace",
-                request.namespace
+                "CAPI looks bootstrap configs up only in the {}'s namespace. Create the config \
+                 in namespace {:?} and omit configRef.namespace",
+                request.group_kind.kind, request.namespace
             ),
             warning: String::new(),
         });
@@ -98,7 +98,14 @@ pub fn check(
     let target = GroupKind::new(&new_id.group, &new_id.kind);
     // A ref without group or kind is already flagged by the contract check above.
     let resolvable = !new_id.group.is_empty() && !new_id.kind.is_empty();
-    if resolvable && !settings.is_bootstrap_config(&target.group, &target.kind) {
+    // MachinePools name configs; MachineDeployments and MachineSets name templates.
+    let pool = is_machine_pool(&request.group_kind.group, &request.group_kind.kind);
+    let covered = if pool {
+        settings.is_bootstrap_config(&target.group, &target.kind)
+    } else {
+        settings.is_bootstrap_template(&target.group, &target.kind)
+    };
+    if resolvable && !covered {
         findings.push(warning(format!(
             "configRef kind {} is not in bootstrapConfigKinds: its in-place edits are not checked",
             target.qualified()

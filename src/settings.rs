@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use crate::diff::FieldRules;
 use crate::in_place_edit::default_field_rules;
-use crate::kinds::{is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
+use crate::kinds::{
+    is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS, TEMPLATE_SUFFIX,
+};
 use crate::paths::PathPattern;
 
 /// The identity of CAPI's core manager (topology controller included), default install names.
@@ -26,6 +28,8 @@ pub enum Action {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Settings {
     pub in_place_edits: Action,
+    /// Spelled `reject`, `warn`, `allow`: in-place edits of bootstrap templates.
+    pub template_edits: Action,
     pub contract_violations: Action,
     pub exempt_users: Vec<String>,
     pub exempt_groups: Vec<String>,
@@ -58,6 +62,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             in_place_edits: Action::Reject,
+            template_edits: Action::Reject,
             contract_violations: Action::Warn,
             exempt_users: Vec::new(),
             exempt_groups: Vec::new(),
@@ -75,8 +80,9 @@ impl Default for Settings {
     }
 }
 
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 11] = [
     "inPlaceEdits",
+    "templateEdits",
     "contractViolations",
     "exemptUsers",
     "exemptGroups",
@@ -114,6 +120,12 @@ impl Settings {
         if let Some(v) = map.get("inPlaceEdits") {
             match action(v, "inPlaceEdits", &["reject", "warn", "allow"]) {
                 Ok(a) => settings.in_place_edits = a,
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(v) = map.get("templateEdits") {
+            match action(v, "templateEdits", &["reject", "warn", "allow"]) {
+                Ok(a) => settings.template_edits = a,
                 Err(e) => errors.push(e),
             }
         }
@@ -183,6 +195,13 @@ impl Settings {
         self.bootstrap_config_kinds
             .iter()
             .any(|gk| gk.group == group && gk.kind == kind)
+    }
+
+    /// Whether `{group, kind}` is the template of a bootstrap config kind this policy judges
+    /// (`KubeadmConfigTemplate` for `KubeadmConfig`).
+    pub fn is_bootstrap_template(&self, group: &str, kind: &str) -> bool {
+        kind.strip_suffix(TEMPLATE_SUFFIX)
+            .is_some_and(|config| self.is_bootstrap_config(group, config))
     }
 
     /// Built-in non-compared fields of `kind`, extended by the settings.
@@ -542,7 +561,7 @@ mod tests {
     }
 
     #[rstest]
-    #[case::typo_key(json!({"inPlaceEdit": "reject"}), "inPlaceEdit: unknown setting (known: inPlaceEdits, contractViolations")]
+    #[case::typo_key(json!({"inPlaceEdit": "reject"}), "inPlaceEdit: unknown setting (known: inPlaceEdits, templateEdits, contractViolations")]
     #[case::bad_enum(json!({"inPlaceEdits": "rejct"}), "inPlaceEdits: unknown value \"rejct\" (expected one of reject, warn, allow)")]
     #[case::enum_case(json!({"inPlaceEdits": "Reject"}), "inPlaceEdits: unknown value \"Reject\"")]
     #[case::enum_of_the_other_key(json!({"contractViolations": "allow"}), "contractViolations: unknown value \"allow\" (expected one of reject, warn, ignore)")]

@@ -34,11 +34,8 @@ impl Lookups for FakeCluster {
         if let Some(error) = self.fail {
             return Err(error.to_string());
         }
-        let source = if request.kind == "MachinePool" {
-            &self.pools
-        } else {
-            &self.configs
-        };
+        let consumer = ["MachinePool", "MachineDeployment", "MachineSet"].contains(&request.kind);
+        let source = if consumer { &self.pools } else { &self.configs };
         Ok(source
             .iter()
             .filter(|o| o["kind"] == request.kind)
@@ -250,4 +247,67 @@ fn capi_version_setting_drives_the_lookups() {
     let old = config("workers-1", Some("workers"), "a");
     let _ = evaluate_with(&settings, &request("DELETE", None, Some(&old)), &cluster);
     assert!(cluster.calls.borrow()[0].starts_with("cluster.x-k8s.io/v1beta1 MachinePool default"));
+}
+
+fn deployment(kind: &str, name: &str, template: &str) -> Value {
+    json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": kind,
+           "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+           "spec": {"template": {"spec": {"bootstrap": {"configRef":
+               {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": template}}}}}})
+}
+
+fn kubeadm_template(content: &str) -> Value {
+    json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+           "metadata": {"name": "md-0-1", "namespace": "default"},
+           "spec": {"template": {"spec": {"files": [{"path": "/etc/a", "content": content}]}}}})
+}
+
+#[rstest]
+#[case::referenced_by_nothing(vec![deployment("MachineDeployment", "md-0", "md-0-2")], true, "KubeadmConfigTemplate md-0-1 is referenced by no MachineDeployment or MachineSet: this edit reaches no Machine")]
+#[case::referenced_by_a_deployment(vec![deployment("MachineDeployment", "md-0", "md-0-1")], false, "then set spec.template.spec.bootstrap.configRef.name of MachineDeployment default/md-0 to")]
+#[case::referenced_by_a_machine_set(vec![deployment("MachineSet", "md-0-abcde", "md-0-1")], false, "of MachineSet default/md-0-abcde to")]
+fn template_edits_with_lookups(
+    #[case] pools: Vec<Value>,
+    #[case] allowed: bool,
+    #[case] fragment: &str,
+) {
+    let cluster = FakeCluster {
+        pools,
+        ..FakeCluster::default()
+    };
+    let verdict = evaluate_with(
+        &on(),
+        &request(
+            "UPDATE",
+            Some(&kubeadm_template("b")),
+            Some(&kubeadm_template("a")),
+        ),
+        &cluster,
+    );
+    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+    assert!(said(&verdict).contains(fragment), "{verdict:?}");
+    assert_eq!(
+        cluster.calls.borrow().len(),
+        2,
+        "one list of MachineDeployments, one of MachineSets"
+    );
+}
+
+#[rstest]
+#[case::referenced(vec![deployment("MachineSet", "md-0-abcde", "md-0-1")], false)]
+#[case::not_referenced(vec![deployment("MachineDeployment", "md-0", "md-0-2")], true)]
+fn template_delete_with_lookups(#[case] pools: Vec<Value>, #[case] allowed: bool) {
+    let cluster = FakeCluster {
+        pools,
+        ..FakeCluster::default()
+    };
+    let verdict = evaluate_with(
+        &on(),
+        &request("DELETE", None, Some(&kubeadm_template("a"))),
+        &cluster,
+    );
+    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+    if !allowed {
+        assert!(said(&verdict).contains("[metadata.name: Forbidden: referenced by the configRef of MachineSet default/md-0-abcde]"));
+    }
 }

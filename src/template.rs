@@ -1,0 +1,194 @@
+//! Bootstrap templates (KubeadmConfigTemplate and the other providers' ...Template kinds), named
+//! by MachineDeployments and MachineSets in `spec.template.spec.bootstrap.configRef`. CAPI does
+//! not roll in-place edits of `spec.template.spec` out to existing Machines; its book says to copy
+//! the template under a new name and rotate the ref (tasks/updating-machine-templates.md,
+//! cluster-api #4145). Two exceptions, as CAPI has them:
+//! - a template a ClusterClass owns (non-controller ownerReference) is edited in place on purpose:
+//!   the topology controller propagates it to every Cluster of the class at its next full
+//!   reconcile, rotating their own copies (a warning says so);
+//! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
+//!   change: only `controllerUsers` may.
+
+use serde_json::Value;
+
+use crate::diff::{changed_fields_at, FieldRules};
+use crate::engine::lookup_failed;
+use crate::fingerprint::{spec_fingerprint, suggested_name};
+use crate::in_place_edit::change_violations;
+use crate::kinds::{
+    at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
+};
+use crate::lookups::{consumers, is_being_deleted, referencing, Lookups};
+use crate::request::{Operation, Request};
+use crate::settings::{Action, Settings};
+use crate::topology::is_topology_owned;
+use crate::verdict::{Finding, Subject, Violation};
+
+const TEMPLATE_SPEC: [&str; 3] = ["spec", "template", "spec"];
+
+/// Names of the ClusterClasses that reference this template (their ownerReferences).
+pub fn cluster_classes(object: Option<&Value>) -> Vec<String> {
+    object
+        .and_then(|o| at(o, &["metadata", "ownerReferences"]))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| {
+                    str_field(r, "kind") == Some(CLUSTER_CLASS)
+                        && group_of_api_version(str_field(r, "apiVersion").unwrap_or(""))
+                            == CAPI_GROUP
+                })
+                .filter_map(|r| str_field(r, "name").map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn template_spec(object: Option<&Value>) -> Option<&Value> {
+    object.and_then(|o| at(o, &TEMPLATE_SPEC))
+}
+
+/// The MachineDeployments and MachineSets whose configRef names the template, as
+/// `MachineDeployment ns/name`; `Err` when a lookup failed.
+fn users(
+    settings: &Settings,
+    lookups: &dyn Lookups,
+    subject: &Subject,
+    live_only: bool,
+) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for kind in [MACHINE_DEPLOYMENT, MACHINE_SET] {
+        let items = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        names.extend(
+            referencing(
+                &items,
+                &subject.group_kind,
+                &subject.namespace,
+                &subject.name,
+            )
+            .into_iter()
+            .filter(|(_, item)| !live_only || !is_being_deleted(item))
+            .map(|(owner, _)| format!("{kind} {}/{}", subject.namespace, owner.name)),
+        );
+    }
+    Ok(names)
+}
+
+/// Judges a request on a bootstrap template.
+pub fn check(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    if settings.template_edits == Action::Ignore {
+        return Vec::new();
+    }
+    match request.operation {
+        Operation::Update => check_update(settings, request, subject, lookups),
+        Operation::Delete => match lookups.map(|l| users(settings, l, subject, true)) {
+            Some(Ok(users)) if !users.is_empty() => vec![Finding {
+                action: settings.template_edits,
+                violations: vec![Violation::new(
+                    "metadata.name",
+                    format!(
+                        "Forbidden: referenced by the configRef of {}",
+                        users.join(" and ")
+                    ),
+                )],
+                explanation: format!(
+                    "Deleting it breaks the creation of their Machines. Point their \
+                     spec.template.spec.bootstrap.configRef at another {} first",
+                    subject.group_kind.kind
+                ),
+                warning: String::new(),
+            }],
+            Some(Err(e)) => vec![lookup_failed("MachineDeployment/MachineSet", &e)],
+            _ => Vec::new(),
+        },
+        Operation::Create | Operation::Connect => Vec::new(),
+    }
+}
+
+fn check_update(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    let (old, new) = (
+        template_spec(request.old_object),
+        template_spec(request.object),
+    );
+    let changes = changed_fields_at(&TEMPLATE_SPEC, old, new, &FieldRules::default());
+    if changes.is_empty() {
+        return Vec::new();
+    }
+    let kind = &subject.group_kind.kind;
+    let violations = change_violations(&changes);
+    let first = violations[0].field.clone();
+    if is_topology_owned(request.old_object) {
+        if request.requester.is_controller(settings) {
+            return Vec::new();
+        }
+        return vec![Finding {
+            action: settings.template_edits,
+            violations,
+            explanation: format!(
+                "This {kind} is a Cluster's copy that CAPI's topology controller manages \
+                 (label topology.cluster.x-k8s.io/owned): change the ClusterClass's template instead"
+            ),
+            warning: format!("{first} of a topology-managed {kind} edited: the topology controller owns it"),
+        }];
+    }
+    let classes = cluster_classes(request.old_object);
+    if !classes.is_empty() {
+        return vec![Finding {
+            action: Action::Warn,
+            violations: Vec::new(),
+            explanation: String::new(),
+            warning: format!(
+                "ClusterClass {} uses this template: every Cluster of it rolls its Machines at the next reconcile",
+                classes.join(", ")
+            ),
+        }];
+    }
+    let mut findings = Vec::new();
+    let users = match lookups.map(|l| users(settings, l, subject, false)) {
+        Some(Ok(users)) if users.is_empty() => {
+            return vec![Finding {
+                action: Action::Warn,
+                violations: Vec::new(),
+                explanation: String::new(),
+                warning: format!(
+                    "{kind} {} is referenced by no MachineDeployment or MachineSet: this edit reaches no Machine",
+                    subject.name
+                ),
+            }];
+        }
+        Some(Ok(users)) => users.join(" and "),
+        Some(Err(e)) => {
+            findings.push(lookup_failed("MachineDeployment/MachineSet", &e));
+            "the MachineDeployments and MachineSets that use it".to_string()
+        }
+        None => "the MachineDeployments and MachineSets that use it".to_string(),
+    };
+    let name = suggested_name(
+        &subject.name,
+        &spec_fingerprint(new, &FieldRules::default()),
+    );
+    findings.push(Finding {
+        action: settings.template_edits,
+        violations,
+        explanation: format!(
+            "CAPI does not roll in-place bootstrap template edits out to existing Machines \
+             (cluster-api #4145): copy the template under a new name instead. To roll a change \
+             out, create a new {kind} {name:?} in namespace {ns} with the desired \
+             spec.template.spec, then set spec.template.spec.bootstrap.configRef.name of {users} \
+             to {name:?}",
+            ns = subject.namespace,
+        ),
+        warning: format!("{first} edited in place: not rolled out to existing Machines; copy and rotate configRef"),
+    });
+    findings
+}
