@@ -1,0 +1,204 @@
+//! The policy's [`Lookups`] served from the two manifest sets instead of a cluster, so the
+//! context-aware rules derive "in use" from the manifests: a config is in use when a
+//! MachinePool of the manifests references it in its configRef.
+//!
+//! The sets describe two states, and a GitOps tool applies the difference in an order nobody
+//! controls, then prunes what head removed. Lookups answer with the state that matters for the
+//! request being judged:
+//!
+//! - MachinePools, for a config DELETE ([`View::Final`]): the pools of head, the state after the
+//!   apply. Pruning a config head's pools no longer reference is fine.
+//! - MachinePools, for any other request ([`View::Either`]): every pool in either state (a pool
+//!   that rotates away from a config is listed with both refs), because an edit of a config may
+//!   reach the cluster before the pool's rotation does. Pools head removes are listed as being
+//!   deleted.
+//! - Configs (looked up by name): the head version, else the base version, which exists until
+//!   it is pruned. A config a base MachinePool references carries a controller ownerReference
+//!   to that pool, as CAPI sets it once base was reconciled; manifests in Git carry none.
+
+use capi_bootstrap_rollout_policy::kinds::{
+    group_of_api_version, is_machine_pool, is_machine_template_consumer, GroupKind, MACHINE_POOL,
+};
+use capi_bootstrap_rollout_policy::lookups::{referencing, ListRequest, Lookups};
+use capi_bootstrap_rollout_policy::rotation::{config_ref, RefIdentity};
+use serde_json::{json, Value};
+
+use crate::manifests::{Key, ManifestSet};
+
+/// Marks objects head removes: they are pruned once the apply is done.
+const PRUNED: &str = "1970-01-01T00:00:00Z";
+
+/// Kinds that name bootstrap data in `spec.template.spec.bootstrap.configRef`: MachinePools,
+/// and MachineDeployments and MachineSets (bootstrap templates). They are listed with the views
+/// above; any other kind is looked up like a config.
+fn is_consumer(group: &str, kind: &str) -> bool {
+    is_machine_pool(group, kind) || is_machine_template_consumer(group, kind)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// The state after the apply (head), for a config DELETE.
+    Final,
+    /// Either state, for everything else.
+    Either,
+}
+
+pub struct ManifestLookups<'a> {
+    pub base: &'a ManifestSet,
+    pub head: &'a ManifestSet,
+    pub view: View,
+}
+
+/// One term of a field selector: `metadata.name=x`, `metadata.name==x`, `metadata.name!=x`.
+struct Term {
+    field: Vec<String>,
+    value: String,
+    equal: bool,
+}
+
+fn parse_selector(selector: Option<&str>) -> Result<Vec<Term>, String> {
+    let Some(selector) = selector.filter(|s| !s.trim().is_empty()) else {
+        return Ok(Vec::new());
+    };
+    selector
+        .split(',')
+        .map(|term| {
+            let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
+                (f, v, false)
+            } else if let Some((f, v)) = term.split_once("==") {
+                (f, v, true)
+            } else if let Some((f, v)) = term.split_once('=') {
+                (f, v, true)
+            } else {
+                return Err(format!("unsupported field selector term {term:?}"));
+            };
+            match field.trim() {
+                "metadata.name" | "metadata.namespace" => Ok(Term {
+                    field: field.trim().split('.').map(str::to_string).collect(),
+                    value: value.trim().to_string(),
+                    equal,
+                }),
+                other => Err(format!("unsupported field selector field {other:?}")),
+            }
+        })
+        .collect()
+}
+
+fn selected(object: &Value, terms: &[Term]) -> bool {
+    terms.iter().all(|t| {
+        let actual = t
+            .field
+            .iter()
+            .try_fold(object, |v, k| v.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        (actual == t.value) == t.equal
+    })
+}
+
+fn pruned(object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert("deletionTimestamp".into(), json!(PRUNED));
+    }
+    object
+}
+
+fn ref_identity(pool: &Value) -> Option<RefIdentity> {
+    config_ref(Some(pool)).ok().flatten().map(RefIdentity::of)
+}
+
+impl ManifestLookups<'_> {
+    /// The objects of a consumer kind (`MachinePool`: either of its groups) in a namespace.
+    fn consumers_of<'s>(
+        set: &'s ManifestSet,
+        kind: &str,
+        namespace: &str,
+    ) -> impl Iterator<Item = (&'s Key, &'s Value)> {
+        let (kind, namespace) = (kind.to_string(), namespace.to_string());
+        set.objects
+            .iter()
+            .filter(move |(k, _)| {
+                k.kind == kind && is_consumer(&k.group, &k.kind) && k.namespace == namespace
+            })
+            .map(|(k, m)| (k, &m.object))
+    }
+
+    fn consumers(&self, kind: &str, namespace: &str) -> Vec<Value> {
+        let mut found: Vec<Value> = Self::consumers_of(self.head, kind, namespace)
+            .map(|(_, object)| object.clone())
+            .collect();
+        if self.view == View::Either {
+            for (key, base) in Self::consumers_of(self.base, kind, namespace) {
+                match self.head.objects.get(key) {
+                    None => found.push(pruned(base)),
+                    Some(head) if ref_identity(&head.object) != ref_identity(base) => {
+                        found.push(base.clone())
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        found
+    }
+
+    fn objects(&self, group: &str, kind: &str, namespace: &str) -> Vec<Value> {
+        let base_pools: Vec<Value> = Self::consumers_of(self.base, MACHINE_POOL, namespace)
+            .map(|(_, pool)| pool.clone())
+            .collect();
+        let group_kind = GroupKind::new(group, kind);
+        let wanted = |k: &Key| k.group == group && k.kind == kind && k.namespace == namespace;
+        let mut objects = Vec::new();
+        for (key, head) in self.head.objects.iter().filter(|(k, _)| wanted(k)) {
+            objects.push((key, head.object.clone()));
+        }
+        for (key, base) in self.base.objects.iter().filter(|(k, _)| wanted(k)) {
+            if !self.head.objects.contains_key(key) {
+                objects.push((key, pruned(&base.object)));
+            }
+        }
+        objects
+            .into_iter()
+            .map(|(key, mut object)| {
+                let owners: Vec<Value> = referencing(
+                    &base_pools,
+                    &group_kind,
+                    namespace,
+                    &key.name,
+                )
+                .into_iter()
+                .map(|(owner, pool)| {
+                    json!({
+                        "apiVersion": pool.get("apiVersion").cloned().unwrap_or(Value::Null),
+                        "kind": MACHINE_POOL,
+                        "name": owner.name,
+                        "controller": true,
+                        "blockOwnerDeletion": true,
+                    })
+                })
+                .collect();
+                if !owners.is_empty() {
+                    if let Some(metadata) =
+                        object.get_mut("metadata").and_then(Value::as_object_mut)
+                    {
+                        metadata.insert("ownerReferences".into(), Value::Array(owners));
+                    }
+                }
+                object
+            })
+            .collect()
+    }
+}
+
+impl Lookups for ManifestLookups<'_> {
+    fn list(&self, request: &ListRequest) -> Result<Vec<Value>, String> {
+        let terms = parse_selector(request.field_selector.as_deref())?;
+        let group = group_of_api_version(&request.api_version);
+        let items = if is_consumer(group, request.kind) {
+            self.consumers(request.kind, request.namespace)
+        } else {
+            self.objects(group, request.kind, request.namespace)
+        };
+        Ok(items.into_iter().filter(|o| selected(o, &terms)).collect())
+    }
+}
