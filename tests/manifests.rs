@@ -65,6 +65,7 @@ fn annotation<'a>(metadata: &'a Value, key: &str) -> &'a str {
 fn documented_defaults() -> Value {
     json!({
         "inPlaceEdits": "reject",
+        "templateEdits": "reject",
         "contractViolations": "warn",
         "exemptUsers": [],
         "exemptGroups": [],
@@ -89,7 +90,7 @@ fn documented_defaults() -> Value {
 /// The values each enum setting takes.
 fn enum_values(key: &str) -> Option<BTreeSet<&'static str>> {
     match key {
-        "inPlaceEdits" => Some(["reject", "warn", "allow"].into()),
+        "inPlaceEdits" | "templateEdits" => Some(["reject", "warn", "allow"].into()),
         "contractViolations" => Some(["warn", "reject", "ignore"].into()),
         "capiVersion" => Some(["v1beta2", "v1beta1"].into()),
         _ => None,
@@ -331,7 +332,11 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
         served.is_subset(&listed),
         "metadata.yml: MachinePool versions {listed:?} miss served versions {served:?}"
     );
-    assert_eq!(pools["resources"], json!([plural]));
+    // MachineDeployments and MachineSets name bootstrap templates in the same configRef.
+    assert_eq!(
+        pools["resources"],
+        json!([plural, "machinedeployments", "machinesets"])
+    );
     assert_eq!(pools["operations"], json!(["CREATE", "UPDATE"]));
 
     // Plurals of the default kinds, in their order: kubebuilder's lower-case kind + "s".
@@ -347,10 +352,16 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
     );
     assert!(resources.contains(&kubeadm_plural.to_string()));
 
+    // Then their templates: kind + "Template", as Settings::is_bootstrap_template derives them.
+    let templates: Vec<String> = DEFAULT_BOOTSTRAP_CONFIG_KINDS
+        .iter()
+        .map(|kind| format!("{}templates", kind.to_lowercase()))
+        .collect();
     let configs = find_rule(rules, &resources[0]);
     assert_eq!(configs["apiGroups"], json!([BOOTSTRAP_GROUP]));
     assert_eq!(configs["apiVersions"], json!(["*"]));
-    assert_eq!(configs["resources"], json!(resources));
+    let configs_and_templates: Vec<&String> = resources.iter().chain(&templates).collect();
+    assert_eq!(configs["resources"], json!(configs_and_templates));
     assert_eq!(configs["operations"], json!(["CREATE", "UPDATE", "DELETE"]));
 
     let statuses: Vec<String> = resources.iter().map(|r| format!("{r}/status")).collect();
@@ -500,8 +511,11 @@ fn match_conditions_are_well_formed() {
         // Every condition must let bootstrap config requests through before it reads a field:
         // the policy judges all of them. The first test of each expression says so.
         assert!(
-            expression.starts_with("request.resource.resource != 'machinepools' ||"),
-            "policy.yaml: {name} must start by passing every request that is not a MachinePool"
+            expression.starts_with(
+                "!(request.resource.resource in ['machinepools', 'machinedeployments', 'machinesets']) ||"
+            ),
+            "policy.yaml: {name} must start by passing every request that is not a MachinePool, \
+             MachineDeployment or MachineSet"
         );
     }
 }
@@ -1014,10 +1028,10 @@ fn annotated_module_embeds_metadata_yml_and_readme() {
 #[test]
 fn context_aware_resources_are_what_the_lookups_ask_for() {
     let settings = Settings::default();
-    let mut expected = vec![json!({
-        "apiVersion": format!("{CAPI_GROUP}/{}", settings.capi_version),
-        "kind": "MachinePool"
-    })];
+    let mut expected: Vec<Value> = ["MachinePool", "MachineDeployment", "MachineSet"]
+        .iter()
+        .map(|kind| json!({"apiVersion": format!("{CAPI_GROUP}/{}", settings.capi_version), "kind": kind}))
+        .collect();
     for gk in &settings.bootstrap_config_kinds {
         expected.push(json!({
             "apiVersion": settings.lookup_api_version(gk).expect("a default kind has a lookup version"),
