@@ -369,3 +369,38 @@ fn usage_errors_exit_2() {
     let result = run(&["--base", BASE, "--head", BASE, "--output", "xml"], None);
     assert_eq!(result.code, 2);
 }
+
+/// Bootstrap templates and their MachineDeployments, judged by the same engine.
+#[rstest]
+#[case::in_place_edit("in-place-edit.yaml", 1, &[
+    "REJECTED  UPDATE KubeadmConfigTemplate team-payments/workers-md-3c9d1e7a",
+    "  changed: spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value (changed)\n",
+    "  fix:     To roll a change out, create a new KubeadmConfigTemplate \"workers-md-2ceb88e3\"",
+])]
+#[case::rotation("rotation.yaml", 0, &[
+    "allowed   UPDATE MachineDeployment team-payments/workers-md\n  at:      tests/fixtures/templates/rotation.yaml:15 (document 2)\n  changed: spec.template.spec.bootstrap.configRef.name (changed)",
+    "allowed   DELETE KubeadmConfigTemplate team-payments/workers-md-3c9d1e7a",
+    "3 changes judged: 0 rejected, 0 allowed with warnings, 3 allowed",
+])]
+#[case::delete_referenced("delete-referenced.yaml", 1, &[
+    "[metadata.name: Forbidden: referenced by the configRef of MachineDeployment team-payments/workers-md]",
+])]
+fn bootstrap_templates(#[case] head_file: &str, #[case] code: i32, #[case] expected: &[&str]) {
+    let result = run(
+        &[
+            "--base",
+            "tests/fixtures/templates/base.yaml",
+            "--head",
+            &format!("tests/fixtures/templates/{head_file}"),
+        ],
+        None,
+    );
+    assert_eq!(result.code, code, "{}{}", result.stdout, result.stderr);
+    for fragment in expected {
+        assert!(
+            result.stdout.contains(fragment),
+            "missing {fragment:?} in\n{}",
+            result.stdout
+        );
+    }
+}
