@@ -11,7 +11,7 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
 HOST_SOURCES := e2e-tests/Cargo.toml $(shell find e2e-tests/src -name '*.rs')
 
-.PHONY: all demo test wasm-target fmt-check clippy unit e2e host clean
+.PHONY: all demo test wasm-target fmt-check clippy unit e2e preflight host clean
 
 all: annotated-policy.wasm
 
@@ -53,7 +53,11 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm PANIC_PROBE_POLICY=$(CURDIR)/target/panic-probe.wasm \
 	$(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)
 
-test: fmt-check clippy unit e2e
+# capi-rollout-check (preflight/) on its manifest fixtures; a debug build is enough.
+preflight:
+	$(CARGO) test --locked -p capi-rollout-check
+
+test: fmt-check clippy unit e2e preflight
 
 clean:
 	$(CARGO) clean
