@@ -297,25 +297,25 @@ fn action(value: &Value, key: &str, names: &[&str; 3]) -> Result<Action, String>
     }
 }
 
-fn string_list(value: &Value, key: &str) -> Result<Vec<String>, Vec<String>> {
+/// Parses a list item by item, collecting every item's error (prefixed `key[i]: `).
+fn each<T>(
+    value: &Value,
+    key: &str,
+    what: &str,
+    mut item: impl FnMut(&Value) -> Result<T, String>,
+) -> Result<Vec<T>, Vec<String>> {
     let Value::Array(items) = value else {
         return Err(vec![format!(
-            "{key}: must be a list of strings, got {}",
+            "{key}: must be a list of {what}, got {}",
             type_name(value)
         )]);
     };
     let mut errors = Vec::new();
     let mut list = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.as_str() {
-            Some(s) if !s.trim().is_empty() && s.trim() == s => list.push(s.to_string()),
-            Some(s) => errors.push(format!(
-                "{key}[{i}]: {s:?} is empty or has surrounding spaces (identities match exactly)"
-            )),
-            None => errors.push(format!(
-                "{key}[{i}]: must be a string, got {}",
-                type_name(item)
-            )),
+    for (i, v) in items.iter().enumerate() {
+        match item(v) {
+            Ok(parsed) => list.push(parsed),
+            Err(e) => errors.push(format!("{key}[{i}]: {e}")),
         }
     }
     if errors.is_empty() {
@@ -323,6 +323,16 @@ fn string_list(value: &Value, key: &str) -> Result<Vec<String>, Vec<String>> {
     } else {
         Err(errors)
     }
+}
+
+fn string_list(value: &Value, key: &str) -> Result<Vec<String>, Vec<String>> {
+    each(value, key, "strings", |item| match item.as_str() {
+        Some(s) if !s.trim().is_empty() && s.trim() == s => Ok(s.to_string()),
+        Some(s) => Err(format!(
+            "{s:?} is empty or has surrounding spaces (identities match exactly)"
+        )),
+        None => Err(format!("must be a string, got {}", type_name(item))),
+    })
 }
 
 fn valid_kind(kind: &str) -> bool {
@@ -463,29 +473,10 @@ fn paths_by_kind(
 }
 
 fn parse_paths(value: &Value, key: &str) -> Result<Vec<PathPattern>, Vec<String>> {
-    let Value::Array(items) = value else {
-        return Err(vec![format!(
-            "{key}: must be a list of paths, got {}",
-            type_name(value)
-        )]);
-    };
-    let mut errors = Vec::new();
-    let mut list = Vec::new();
-    for (i, item) in items.iter().enumerate() {
-        match item.as_str().map(PathPattern::parse) {
-            Some(Ok(p)) => list.push(p),
-            Some(Err(e)) => errors.push(format!("{key}[{i}]: {e}")),
-            None => errors.push(format!(
-                "{key}[{i}]: must be a string, got {}",
-                type_name(item)
-            )),
-        }
-    }
-    if errors.is_empty() {
-        Ok(list)
-    } else {
-        Err(errors)
-    }
+    each(value, key, "paths", |item| match item.as_str() {
+        Some(path) => PathPattern::parse(path),
+        None => Err(format!("must be a string, got {}", type_name(item))),
+    })
 }
 
 /// The `validate_settings` entry point: never an error, always a verdict naming the problem.
