@@ -202,3 +202,138 @@ impl Lookups for ManifestLookups<'_> {
         Ok(items.into_iter().filter(|o| selected(o, &terms)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capi_bootstrap_rollout_policy::lookups::{config, machine_pools};
+
+    fn set(yaml: &str) -> ManifestSet {
+        let mut set = ManifestSet::default();
+        set.add_text("test.yaml", yaml, None).unwrap();
+        set
+    }
+
+    fn pool(name: &str, config: &str) -> String {
+        format!(
+            "apiVersion: cluster.x-k8s.io/v1beta2\nkind: MachinePool\nmetadata: {{name: {name}, namespace: ns}}\n\
+             spec: {{template: {{spec: {{bootstrap: {{configRef: {{apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: {config}}}}}}}}}}}\n---\n"
+        )
+    }
+
+    fn kc(name: &str) -> String {
+        format!("apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{}}\n---\n")
+    }
+
+    fn refs(pools: &[Value]) -> Vec<(String, bool)> {
+        pools
+            .iter()
+            .map(|p| {
+                (
+                    p["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string(),
+                    p["metadata"]["deletionTimestamp"].is_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pools_in_either_state_or_in_head() {
+        let base = set(&(pool("a", "a-1") + &pool("b", "b-1") + &pool("gone", "g-1")));
+        let head = set(&(pool("a", "a-2") + &pool("b", "b-1")));
+        let either = ManifestLookups {
+            base: &base,
+            head: &head,
+            view: View::Either,
+        };
+        // A rotating pool with both refs, an unchanged one once, a removed one as being deleted.
+        let listed = refs(&machine_pools(&either, "v1beta2", "ns").unwrap());
+        assert_eq!(
+            listed,
+            [
+                ("a-2".into(), false),
+                ("b-1".into(), false),
+                ("a-1".into(), false),
+                ("g-1".into(), true)
+            ]
+        );
+        let final_state = ManifestLookups {
+            view: View::Final,
+            ..either
+        };
+        let listed = refs(&machine_pools(&final_state, "v1beta2", "ns").unwrap());
+        assert_eq!(listed, [("a-2".into(), false), ("b-1".into(), false)]);
+        assert!(machine_pools(&final_state, "v1beta2", "other")
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn configs_by_name_from_head_then_base_owned_by_base_pools() {
+        let base = set(&(pool("a", "a-1") + &kc("a-1") + &kc("old")));
+        let head = set(&(pool("a", "a-2") + &kc("a-1") + &kc("a-2")));
+        let lookups = ManifestLookups {
+            base: &base,
+            head: &head,
+            view: View::Either,
+        };
+        let get = |name: &str| {
+            config(
+                &lookups,
+                "bootstrap.cluster.x-k8s.io/v1beta2".into(),
+                "KubeadmConfig",
+                "ns",
+                name,
+            )
+            .unwrap()
+        };
+        let owned = get("a-1").unwrap();
+        assert_eq!(owned["metadata"]["ownerReferences"][0]["name"], "a");
+        assert_eq!(owned["metadata"]["ownerReferences"][0]["controller"], true);
+        assert!(get("a-2").unwrap()["metadata"]
+            .get("ownerReferences")
+            .is_none());
+        // Removed by head: still there until pruned.
+        assert!(get("old").unwrap()["metadata"]["deletionTimestamp"].is_string());
+        assert!(get("missing").is_none());
+    }
+
+    #[test]
+    fn field_selectors() {
+        let base = set(&(kc("x") + &kc("y")));
+        let head = ManifestSet::default();
+        let lookups = ManifestLookups {
+            base: &base,
+            head: &head,
+            view: View::Either,
+        };
+        let list = |selector: &str| {
+            lookups.list(&ListRequest {
+                api_version: "bootstrap.cluster.x-k8s.io/v1beta2".into(),
+                kind: "KubeadmConfig",
+                namespace: "ns",
+                field_selector: Some(selector.into()),
+                field_masks: &[],
+            })
+        };
+        let names = |items: Vec<Value>| -> Vec<String> {
+            items
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(names(list("metadata.name=x").unwrap()), ["x"]);
+        assert_eq!(names(list("metadata.name==y").unwrap()), ["y"]);
+        assert_eq!(names(list("metadata.name!=x").unwrap()), ["y"]);
+        assert_eq!(
+            names(list("metadata.namespace=ns,metadata.name=y").unwrap()),
+            ["y"]
+        );
+        assert_eq!(names(list("").unwrap()), ["x", "y"]);
+        assert!(list("spec.x=1").unwrap_err().contains("unsupported"));
+        assert!(list("metadata.name").unwrap_err().contains("unsupported"));
+    }
+}

@@ -323,9 +323,15 @@ fn yaml_documents(file: &str, text: &str) -> Result<Vec<(Location, Value)>, Inpu
             document: index,
             line: first_line + offset,
         };
-        // Padded with empty lines, so the parser's own messages give lines of the file.
-        let chunk = "\n".repeat(first_line - 1) + &lines.join("\n");
-        let parsed: Result<serde_yaml::Value, _> = serde_yaml::from_str(&chunk);
+        let chunk = lines.join("\n");
+        // On error, parsed again padded with empty lines, so that the parser's own message
+        // gives lines of the file.
+        let parsed = serde_yaml::from_str::<serde_yaml::Value>(&chunk).map_err(|e| {
+            let padded = "\n".repeat(first_line - 1) + &chunk;
+            serde_yaml::from_str::<serde_yaml::Value>(&padded)
+                .err()
+                .unwrap_or(e)
+        });
         let mut value = parsed.map_err(|e| {
             let line = e.location().map(|l| l.line());
             error(
