@@ -33,7 +33,15 @@ enum Output {
 
 /// The capi-bootstrap-rollout-policy verdicts on the difference between two manifest sets.
 #[derive(Parser, Debug)]
-#[command(name = "capi-rollout-check", version, about, long_about = None)]
+#[command(
+    name = "capi-rollout-check",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit codes: 0 nothing would be rejected (warnings allowed), 1 a change would be \
+                  rejected, 2 unreadable input or settings (file, line and document named), or a \
+                  usage error."
+)]
 struct Cli {
     /// The manifests as they are now: a file, a directory (recursive: *.yaml, *.yml, *.json),
     /// or - for stdin.
