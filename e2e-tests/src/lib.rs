@@ -7,5 +7,6 @@ pub mod annotate;
 pub mod callbacks;
 pub mod engine;
 pub mod metadata;
+pub mod oci;
 pub mod run;
 pub mod scenarios;

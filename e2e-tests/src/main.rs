@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use policy_host::annotate::{annotate, AnnotateOptions};
 use policy_host::engine::EngineOptions;
+use policy_host::oci::{pull_command, push_command, PullArgs, PushArgs};
 use policy_host::run::{inspect, run, RunOptions, RunReport};
 
 #[derive(Parser)]
@@ -31,6 +32,10 @@ enum Command {
     Annotate(AnnotateArgs),
     /// Print the metadata JSON stored in an annotated module.
     Inspect(InspectArgs),
+    /// Push an annotated module to an OCI registry, as `kwctl push`.
+    Push(PushArgs),
+    /// Pull a policy module from an OCI registry into a file, as `kwctl pull -o`.
+    Pull(PullArgs),
 }
 
 #[derive(Args)]
@@ -155,6 +160,8 @@ fn execute(command: Command) -> Result<()> {
             })?;
             Ok(())
         }
+        Command::Push(args) => push_command(&args),
+        Command::Pull(args) => pull_command(&args),
         Command::Inspect(args) => {
             let json = inspect(&args.module)?;
             let mut stdout = std::io::stdout().lock();
