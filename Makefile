@@ -59,6 +59,19 @@ preflight:
 
 test: fmt-check clippy unit e2e preflight
 
+# `make push REGISTRY=host[:port]/path`: publishes annotated-policy.wasm as kwctl push does, to
+# registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>, and prints the
+# immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
+# lets a plain-HTTP registry on loopback in). Credentials: Docker's config.json.
+POLICY_NAME := capi-bootstrap-rollout-policy
+POLICY_VERSION = $(shell sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+.PHONY: push
+push: annotated-policy.wasm $(HOST)
+	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/path [SOURCES=sources.yaml]" >&2; exit 2; }
+	@test -n "$(POLICY_VERSION)" || { echo "no package version in Cargo.toml" >&2; exit 2; }
+	$(HOST) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
+		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
+
 clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm
