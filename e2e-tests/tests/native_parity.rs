@@ -14,23 +14,12 @@ use policy_host::callbacks::{Cluster, HostContext, Session};
 use policy_host::engine::EngineOptions;
 use policy_host::metadata::Metadata;
 use policy_host::run::{run, RunOptions, RunReport};
+use policy_host::scenarios::annotated_policy;
 use policy_host::scenarios::{discover, Scenario};
 use serde_json::{json, Value};
 
 fn module() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let module = std::env::var_os("ANNOTATED_POLICY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("annotated-policy.wasm"));
-    assert!(
-        module.is_file(),
-        "{} not found: run `make annotated-policy.wasm`",
-        module.display()
-    );
-    module
+    annotated_policy()
 }
 
 /// What the host would answer the guest: the scenario's replay session, limited to the

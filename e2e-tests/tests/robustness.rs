@@ -8,22 +8,11 @@ use std::process::Command;
 
 use policy_host::callbacks::HostContext;
 use policy_host::engine::{EngineOptions, Policy};
+use policy_host::scenarios::annotated_policy;
 use serde_json::{json, Value};
 
 fn module() -> PathBuf {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let module = std::env::var_os("ANNOTATED_POLICY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("annotated-policy.wasm"));
-    assert!(
-        module.is_file(),
-        "{} not found: run `make annotated-policy.wasm`",
-        module.display()
-    );
-    module
+    annotated_policy()
 }
 
 /// Calls `validate` on a fresh instance; panics on a guest error (a trap would be a 500).

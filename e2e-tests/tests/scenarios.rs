@@ -4,22 +4,14 @@
 //! ANNOTATED_POLICY: the module (default: <workspace>/annotated-policy.wasm, `make
 //! annotated-policy.wasm`). KWCTL: path to a kwctl binary to run the scenarios with instead.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use policy_host::scenarios::{render_table, run_all, Evaluator};
+use policy_host::scenarios::{annotated_policy, render_table, run_all, Evaluator};
 
 #[test]
 fn every_scenario_meets_its_expectations() {
     let package = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let workspace = package.parent().expect("e2e-tests lives in the workspace");
-    let module = std::env::var_os("ANNOTATED_POLICY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace.join("annotated-policy.wasm"));
-    assert!(
-        module.is_file(),
-        "{} not found: build it with `make annotated-policy.wasm` or point ANNOTATED_POLICY at an annotated module",
-        module.display()
-    );
+    let module = annotated_policy();
     let evaluator = match std::env::var_os("KWCTL") {
         Some(kwctl) => Evaluator::kwctl(kwctl),
         None => Evaluator::policy_host(env!("CARGO_BIN_EXE_policy-host")),
