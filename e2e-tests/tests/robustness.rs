@@ -3,7 +3,7 @@
 //! the payload a host would send (so nothing in front of the guest filters them); host-level
 //! cases run the `policy-host` binary as kwctl users would.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use policy_host::callbacks::HostContext;
