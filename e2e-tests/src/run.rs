@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
@@ -44,6 +45,31 @@ pub struct RunReport {
 /// bad input, a module that cannot be loaded, settings the policy rejects. A guest failure
 /// while validating is a response (allowed: false, code 500), as in policy-server.
 pub fn run(options: &RunOptions, report: &mut RunReport) -> Result<AdmissionResponse> {
+    let loaded = load(options, report)?;
+    let response = validate(&loaded.policy, &loaded.request, &loaded.settings);
+    report.guest_logs.extend(engine::take_guest_logs());
+    let leftovers = loaded.context.leftover_exchanges();
+    if leftovers > 0 {
+        report.warnings.push(format!(
+            "Some of the recorded exchanges have not been replayed: {leftovers} left"
+        ));
+    }
+    report.response = Some(response.clone());
+    Ok(response)
+}
+
+/// A module loaded as `run` loads it, its settings accepted by the policy: what `run` and
+/// `bench` share.
+pub struct Loaded {
+    pub policy: Policy,
+    pub request: ValidateRequest,
+    pub settings: Map<String, Value>,
+    pub context: Arc<HostContext>,
+}
+
+/// Everything `run` does before validating: read the input, check the module, compile it,
+/// and validate the settings on an instance of their own (invalid settings are an error).
+pub fn load(options: &RunOptions, report: &mut RunReport) -> Result<Loaded> {
     let settings = read_settings(options)?;
     let request = read_request(&options.request_path)?;
 
@@ -80,17 +106,12 @@ pub fn run(options: &RunOptions, report: &mut RunReport) -> Result<AdmissionResp
             validation.message.unwrap_or_default()
         );
     }
-
-    let response = validate(&policy, &request, &settings);
-    report.guest_logs.extend(engine::take_guest_logs());
-    let leftovers = context.leftover_exchanges();
-    if leftovers > 0 {
-        report.warnings.push(format!(
-            "Some of the recorded exchanges have not been replayed: {leftovers} left"
-        ));
-    }
-    report.response = Some(response.clone());
-    Ok(response)
+    Ok(Loaded {
+        policy,
+        request,
+        settings,
+        context,
+    })
 }
 
 /// kwctl's `PolicyDefinition::from_cli`: `--settings-path` (YAML or JSON) wins over
@@ -203,7 +224,7 @@ fn context_aware_allowed_resources(
 }
 
 /// policy-evaluator's `validate_settings` for waPC.
-fn validate_settings(
+pub fn validate_settings(
     instance: &Instance,
     settings: &Map<String, Value>,
 ) -> SettingsValidationResponse {
@@ -238,7 +259,7 @@ impl std::fmt::Debug for InvalidResponse {
 
 /// policy-evaluator's waPC `validate`, on a fresh instance, with policy-server's answers for
 /// an instance that cannot start or a deadline hit while starting.
-fn validate(
+pub fn validate(
     policy: &Policy,
     request: &ValidateRequest,
     settings: &Map<String, Value>,
@@ -258,6 +279,16 @@ fn validate(
             );
         }
     };
+    validate_on(&instance, request, settings)
+}
+
+/// policy-evaluator's waPC `validate` on a given instance (kwctl's `bench` reuses one).
+pub fn validate_on(
+    instance: &Instance,
+    request: &ValidateRequest,
+    settings: &Map<String, Value>,
+) -> AdmissionResponse {
+    let uid = request.uid();
     let request_json = match serde_json::to_value(request) {
         Ok(value) => value,
         Err(e) => return AdmissionResponse::reject_internal_server_error(uid, e),
