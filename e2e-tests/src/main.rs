@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use policy_host::annotate::{annotate, AnnotateOptions};
+use policy_host::bench::command::{bench, BenchArgs};
 use policy_host::engine::EngineOptions;
 use policy_host::oci::{pull_command, push_command, PullArgs, PushArgs};
 use policy_host::run::{inspect, run, RunOptions, RunReport};
@@ -36,6 +37,8 @@ enum Command {
     Push(PushArgs),
     /// Pull a policy module from an OCI registry into a file, as `kwctl pull -o`.
     Pull(PullArgs),
+    /// Benchmark a policy module on a request, as `kwctl bench`.
+    Bench(BenchArgs),
 }
 
 #[derive(Args)]
@@ -159,6 +162,17 @@ fn execute(command: Command) -> Result<()> {
                 engine: args.engine.options(),
             })?;
             Ok(())
+        }
+        Command::Bench(args) => {
+            let mut report = RunReport::default();
+            let result = bench(&args, &mut report);
+            for message in &report.guest_logs {
+                eprintln!(" INFO policy console_log: {message}");
+            }
+            for warning in &report.warnings {
+                eprintln!(" WARN policy-host: {warning}");
+            }
+            result
         }
         Command::Push(args) => push_command(&args),
         Command::Pull(args) => pull_command(&args),
