@@ -72,6 +72,16 @@ push: annotated-policy.wasm $(HOST)
 	$(HOST) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
+# Benchmarks, not part of `make test` (a few minutes; no timing is ever asserted): the rule
+# engine natively and the annotated module in policy-host with a fresh instance per evaluation
+# (as policy-server), a size sweep, the module's size with and without binaryen's wasm-opt, the
+# guest's memory. Rewrites the generated part of BENCHMARKS.md. For your own requests:
+# `policy-host bench -r REQUEST.json annotated-policy.wasm`, kwctl's bench.
+.PHONY: bench
+bench: annotated-policy.wasm $(HOST)
+	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) --bin bench -- \
+		--module annotated-policy.wasm --policy policy.wasm --output BENCHMARKS.md --command "make bench"
+
 clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm

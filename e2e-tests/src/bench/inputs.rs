@@ -1,0 +1,282 @@
+//! The benchmark's admission requests, built in code from the e2e scenarios' realistic
+//! objects (a v1beta2 MachinePool and the KubeadmConfig of `team-payments/workers-spot`),
+//! grown to a target size with generated `spec.files` entries.
+//!
+//! Sizes are those of the new `object` serialized as compact JSON; the request carries it
+//! twice (`object` and `oldObject`) plus ~0.8 KiB of envelope.
+
+use anyhow::{anyhow, Result};
+use serde_json::{json, Value};
+
+use crate::admission::ValidateRequest;
+
+const MACHINE_POOL_ROTATION: &str =
+    include_str!("../../scenarios/machinepool-v1beta2-rotate-configref/request.json");
+const TOKEN_ROTATION: &str =
+    include_str!("../../scenarios/kubeadmconfig-v1beta2-token-rotation/request.json");
+const EDIT_IN_USE: &str =
+    include_str!("../../scenarios/kubeadmconfig-v1beta2-edit-in-use/request.json");
+
+/// The size of one generated file's content: a typical cloud-init file of a bootstrap config.
+pub const FILE_SIZE: usize = 10 * 1024;
+
+/// One benchmark input: an AdmissionRequest and the settings it is judged with.
+#[derive(Clone, Debug)]
+pub struct Input {
+    pub name: String,
+    pub request: Value,
+    pub settings: Value,
+    /// The verdict the policy must give (checked before measuring).
+    pub allowed: bool,
+}
+
+impl Input {
+    /// Compact JSON size of the new object.
+    pub fn object_bytes(&self) -> usize {
+        self.request
+            .get("object")
+            .map_or(0, |o| serde_json::to_vec(o).map_or(0, |v| v.len()))
+    }
+
+    /// The request as the host sends it to the guest.
+    pub fn validate_request(&self) -> Result<ValidateRequest> {
+        ValidateRequest::build(&self.request, false)
+    }
+
+    /// The `validate` payload, byte for byte what `policy-host run` sends the guest.
+    pub fn payload(&self) -> Result<Vec<u8>> {
+        let request = self.validate_request()?;
+        Ok(json!({ "request": request, "settings": self.settings })
+            .to_string()
+            .into_bytes())
+    }
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).expect("a scenario request is JSON")
+}
+
+/// A MachinePool UPDATE rotating its configRef to a new KubeadmConfig (allowed).
+pub fn machine_pool_rotation() -> Input {
+    Input {
+        name: "MachinePool configRef rotation".to_string(),
+        request: parse(MACHINE_POOL_ROTATION),
+        settings: json!({}),
+        allowed: true,
+    }
+}
+
+/// The kubeadm bootstrap controller rotating the join token of an in-use KubeadmConfig of
+/// about `object_bytes` (allowed: the token is machine-only). The most frequent request.
+pub fn token_rotation(object_bytes: usize) -> Result<Input> {
+    let mut request = parse(TOKEN_ROTATION);
+    grow(&mut request, object_bytes)?;
+    Ok(Input {
+        name: format!("token-only config update ({})", size_label(object_bytes)),
+        request,
+        settings: json!({}),
+        allowed: true,
+    })
+}
+
+/// A user editing a sysctl file and `max-pods` in an in-use KubeadmConfig of about
+/// `object_bytes` (rejected with both paths and the rotation to do instead).
+pub fn config_edit(object_bytes: usize) -> Result<Input> {
+    let mut request = parse(EDIT_IN_USE);
+    grow(&mut request, object_bytes)?;
+    Ok(Input {
+        name: format!("config edit, in use ({})", size_label(object_bytes)),
+        request,
+        settings: json!({}),
+        allowed: false,
+    })
+}
+
+/// An in-use KubeadmConfig of about `object_bytes` made of generated files (at most
+/// [`FILE_SIZE`] each), one of which the user changes (rejected). The size sweep's input:
+/// the spec holds only the files, so the smallest objects stay near 1 KiB.
+pub fn one_file_changed(object_bytes: usize) -> Result<Input> {
+    let mut request = files_only(parse(EDIT_IN_USE));
+    grow(&mut request, object_bytes)?;
+    change_one_file(&mut request)?;
+    Ok(Input {
+        name: format!("one file changed ({})", size_label(object_bytes)),
+        request,
+        settings: json!({}),
+        allowed: false,
+    })
+}
+
+/// An in-use KubeadmConfig of `count` files of [`FILE_SIZE`], one of which the user changes
+/// (rejected).
+pub fn many_files_one_changed(count: usize) -> Result<Input> {
+    let mut request = files_only(parse(EDIT_IN_USE));
+    let files: Vec<Value> = (0..count).map(|i| file_entry(i, FILE_SIZE)).collect();
+    for key in ["object", "oldObject"] {
+        request[key]["spec"]["files"] = Value::Array(files.clone());
+    }
+    change_one_file(&mut request)?;
+    let mut input = Input {
+        name: String::new(),
+        request,
+        settings: json!({}),
+        allowed: false,
+    };
+    input.name = format!(
+        "{} config, {count} files of {}, one changed",
+        size_label(input.object_bytes()),
+        size_label(FILE_SIZE)
+    );
+    Ok(input)
+}
+
+fn files_only(mut request: Value) -> Value {
+    for key in ["object", "oldObject"] {
+        request[key]["spec"] = json!({ "files": [] });
+    }
+    request
+}
+
+/// Changes one line of the middle file of `object` (same length: the size is kept).
+fn change_one_file(request: &mut Value) -> Result<()> {
+    let files = request["object"]["spec"]["files"]
+        .as_array_mut()
+        .ok_or_else(|| anyhow!("no files"))?;
+    let middle = files.len() / 2;
+    let content = files[middle]["content"]
+        .as_str()
+        .ok_or_else(|| anyhow!("a file without content"))?;
+    let changed = content.replacen("= \"", "= \"X", 1).replacen('\n', "", 1);
+    files[middle]["content"] = Value::String(changed);
+    Ok(())
+}
+
+/// `10 KiB`, `2 MiB`, `1.5 MiB`.
+pub fn size_label(bytes: usize) -> String {
+    if bytes >= 1024 * 1024 {
+        let mib = bytes as f64 / (1024.0 * 1024.0);
+        if mib.fract() == 0.0 {
+            format!("{mib:.0} MiB")
+        } else {
+            format!("{mib:.1} MiB")
+        }
+    } else {
+        format!("{} KiB", bytes.div_ceil(1024))
+    }
+}
+
+/// Appends the same generated files to `object.spec.files` and `oldObject.spec.files` until
+/// the new object serializes to about `target` bytes (within one file's JSON overhead).
+fn grow(request: &mut Value, target: usize) -> Result<()> {
+    let current = serde_json::to_vec(&request["object"])?.len();
+    let mut missing = target.saturating_sub(current);
+    let mut files = Vec::new();
+    // An entry costs its content, the JSON escapes of its newlines and quotes, and ~90 bytes
+    // of path and keys: shrink the last one until it fits.
+    while missing > 120 {
+        let mut size = missing.min(FILE_SIZE);
+        let (entry, len) = loop {
+            let entry = file_entry(files.len(), size);
+            let len = serde_json::to_vec(&entry)?.len() + 1;
+            if len <= missing || size == 0 {
+                break (entry, len);
+            }
+            size = size.saturating_sub(len - missing);
+        };
+        missing = missing.saturating_sub(len);
+        files.push(entry);
+    }
+    for key in ["object", "oldObject"] {
+        let list = request[key]["spec"]["files"]
+            .as_array_mut()
+            .ok_or_else(|| anyhow!("{key}.spec.files is not a list"))?;
+        list.extend(files.iter().cloned());
+    }
+    Ok(())
+}
+
+/// One `spec.files` entry of `size` content bytes: lines of a config file, each distinct.
+fn file_entry(index: usize, size: usize) -> Value {
+    let path = format!("/etc/kubernetes/extra/{index:03}-node-tuning.conf");
+    let mut content = format!("# {path}: node tuning, rendered by the platform team\n");
+    let mut line = 0usize;
+    while content.len() < size {
+        let hash = (index as u64 + 1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add((line as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9));
+        content.push_str(&format!(
+            "option-{index:03}-{line:04} = \"value-{:016x}\"\n",
+            hash
+        ));
+        line += 1;
+    }
+    content.truncate(size);
+    json!({
+        "path": path,
+        "owner": "root:root",
+        "permissions": "0644",
+        "content": content,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_reach_their_size() {
+        for target in [10 * 1024, 100 * 1024, 2 * 1024 * 1024] {
+            for input in [
+                token_rotation(target).unwrap(),
+                config_edit(target).unwrap(),
+                one_file_changed(target).unwrap(),
+            ] {
+                let bytes = input.object_bytes();
+                assert!(
+                    bytes.abs_diff(target) < 200,
+                    "{}: {bytes} bytes for {target}",
+                    input.name
+                );
+            }
+        }
+        assert!(one_file_changed(1024).unwrap().object_bytes() < 1300);
+    }
+
+    #[test]
+    fn one_file_changed_changes_one_file() {
+        let input = one_file_changed(64 * 1024).unwrap();
+        let new = input.request["object"]["spec"]["files"].as_array().unwrap();
+        let old = input.request["oldObject"]["spec"]["files"]
+            .as_array()
+            .unwrap();
+        assert_eq!(new.len(), old.len());
+        let changed = new.iter().zip(old).filter(|(a, b)| a != b).count();
+        assert_eq!(changed, 1);
+    }
+
+    #[test]
+    fn many_files() {
+        let input = many_files_one_changed(200).unwrap();
+        assert_eq!(
+            input.request["object"]["spec"]["files"]
+                .as_array()
+                .unwrap()
+                .len(),
+            200
+        );
+        assert!(
+            input
+                .name
+                .starts_with("2.1 MiB config, 200 files of 10 KiB"),
+            "{}",
+            input.name
+        );
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(size_label(10 * 1024), "10 KiB");
+        assert_eq!(size_label(2 * 1024 * 1024), "2 MiB");
+        assert_eq!(size_label(1536 * 1024), "1.5 MiB");
+    }
+}
