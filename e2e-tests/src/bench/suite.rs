@@ -18,7 +18,7 @@ use capi_bootstrap_rollout_policy::engine::validate_payload;
 use super::inputs::{self, Input};
 use super::probe::{MemoryProbe, MemoryUse};
 use super::stats::{fmt_bytes, fmt_ns, linear_fit, LinearFit, Samples};
-use crate::admission::{AdmissionResponse, ValidationResponse};
+use crate::admission::{AdmissionResponse, ValidateRequest, ValidationResponse};
 use crate::annotate::{annotate, AnnotateOptions};
 use crate::callbacks::HostContext;
 use crate::engine::{EngineOptions, Policy};
@@ -67,65 +67,58 @@ pub struct SuiteOptions {
     pub quick: bool,
 }
 
-/// How long to measure one case.
+/// How a set of cases is measured: in rounds, every case getting a slice of each round, so
+/// that a change of load on the machine spreads over all the cases (and over native and wasm
+/// alike) instead of falling on one of them.
 #[derive(Clone, Copy, Debug)]
-struct Budget {
+struct Schedule {
     warm_up: Duration,
-    time: Duration,
-    min_samples: usize,
-    max_samples: usize,
+    rounds: usize,
+    slice: Duration,
+    /// Evaluations per slice at least, however slow.
+    min_per_slice: usize,
 }
 
-impl Budget {
-    fn main(quick: bool) -> Budget {
+impl Schedule {
+    fn main(quick: bool) -> Schedule {
         if quick {
-            Budget {
-                warm_up: Duration::from_millis(20),
-                time: Duration::from_millis(100),
-                min_samples: 5,
-                max_samples: 2_000,
+            Schedule {
+                warm_up: Duration::from_millis(10),
+                rounds: 2,
+                slice: Duration::from_millis(10),
+                min_per_slice: 1,
             }
         } else {
-            Budget {
-                warm_up: Duration::from_millis(300),
-                time: Duration::from_millis(3_000),
-                min_samples: 50,
-                max_samples: 50_000,
+            Schedule {
+                warm_up: Duration::from_millis(100),
+                rounds: 20,
+                slice: Duration::from_millis(60),
+                min_per_slice: 3,
             }
         }
     }
 
-    fn sweep(quick: bool) -> Budget {
+    fn sweep(quick: bool) -> Schedule {
         if quick {
-            Budget::main(true)
+            Schedule::main(true)
         } else {
-            Budget {
-                warm_up: Duration::from_millis(150),
-                time: Duration::from_millis(700),
-                min_samples: 30,
-                max_samples: 20_000,
+            Schedule {
+                warm_up: Duration::from_millis(50),
+                rounds: 15,
+                slice: Duration::from_millis(30),
+                min_per_slice: 1,
             }
         }
     }
-}
 
-/// Runs `f` for the warm-up, then samples it until the budget's time is spent and at least
-/// `min_samples` were taken (at most `max_samples`).
-fn measure<T>(budget: Budget, mut f: impl FnMut() -> T) -> Samples {
-    let start = Instant::now();
-    while start.elapsed() < budget.warm_up {
-        black_box(f());
+    fn describe(&self) -> String {
+        format!(
+            "{} rounds; in each, every case runs for {} ms and at least {} times",
+            self.rounds,
+            self.slice.as_millis(),
+            self.min_per_slice
+        )
     }
-    let mut ns = Vec::new();
-    let start = Instant::now();
-    while ns.len() < budget.max_samples
-        && (ns.len() < budget.min_samples || start.elapsed() < budget.time)
-    {
-        let t = Instant::now();
-        black_box(f());
-        ns.push(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
-    }
-    Samples::new(ns)
 }
 
 /// The guest's work, natively: parse the payload, judge, serialize the answer (what the
@@ -147,59 +140,152 @@ pub struct WasmTimings {
     pub host_json: Samples,
 }
 
-fn measure_wasm(policy: &Policy, input: &Input, budget: Budget) -> Result<WasmTimings> {
-    let request = input.validate_request()?;
-    let settings = settings_map(&input.settings)?;
-    let object = input.request.get("object");
-    let uid = request.uid().to_string();
-    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    // One evaluation: [instantiate, call, total, host JSON].
-    let once = || -> Result<[u64; 4]> {
-        let t0 = Instant::now();
-        let payload = json!({ "request": &request, "settings": &settings }).to_string();
-        let t1 = Instant::now();
-        let instance = policy
-            .instantiate()
-            .map_err(|e| anyhow!("cannot instantiate: {e}"))?;
-        let t2 = Instant::now();
-        let answer = instance
-            .call("validate", payload.as_bytes())
-            .map_err(|e| anyhow!("validate failed: {e}"))?;
-        let t3 = Instant::now();
-        drop(instance);
-        let t4 = Instant::now();
-        let response: ValidationResponse = serde_json::from_slice(&answer)?;
-        let response = AdmissionResponse::from_validation_response(&uid, object, &response)
-            .map_err(|e| anyhow!("{e}"))?;
-        black_box(response);
-        let t5 = Instant::now();
-        Ok([
-            ns(t2 - t1),
-            ns(t3 - t2),
-            ns(t4 - t1),
-            ns((t1 - t0) + (t5 - t4)),
-        ])
-    };
-    let start = Instant::now();
-    while start.elapsed() < budget.warm_up {
-        once()?;
+fn ns(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// One thing measured on one input: the native engine, or a module in the host with a fresh
+/// instance per evaluation.
+enum Meter<'a> {
+    Native {
+        payload: Vec<u8>,
+        samples: Vec<u64>,
+    },
+    Wasm {
+        policy: &'a Policy,
+        request: ValidateRequest,
+        settings: Map<String, Value>,
+        object: Option<Value>,
+        uid: String,
+        /// instantiate, call, total, host JSON
+        columns: [Vec<u64>; 4],
+    },
+}
+
+impl<'a> Meter<'a> {
+    fn native(input: &Input) -> Result<Meter<'a>> {
+        Ok(Meter::Native {
+            payload: input.payload()?,
+            samples: Vec::new(),
+        })
     }
-    let mut columns: [Vec<u64>; 4] = Default::default();
-    let start = Instant::now();
-    while columns[2].len() < budget.max_samples
-        && (columns[2].len() < budget.min_samples || start.elapsed() < budget.time)
-    {
-        for (column, value) in columns.iter_mut().zip(once()?) {
-            column.push(value);
+
+    fn wasm(policy: &'a Policy, input: &Input) -> Result<Meter<'a>> {
+        let request = input.validate_request()?;
+        Ok(Meter::Wasm {
+            policy,
+            uid: request.uid().to_string(),
+            request,
+            settings: settings_map(&input.settings)?,
+            object: input.request.get("object").cloned(),
+            columns: Default::default(),
+        })
+    }
+
+    /// Evaluates for `slice` and at least `min` times; keeps the timings if `keep`.
+    fn run(&mut self, slice: Duration, min: usize, keep: bool) -> Result<()> {
+        let start = Instant::now();
+        let mut done = 0;
+        while done < min || start.elapsed() < slice {
+            match self {
+                Meter::Native { payload, samples } => {
+                    let t = Instant::now();
+                    black_box(native_validate(payload));
+                    if keep {
+                        samples.push(ns(t.elapsed()));
+                    }
+                }
+                Meter::Wasm {
+                    policy,
+                    request,
+                    settings,
+                    object,
+                    uid,
+                    columns,
+                } => {
+                    let timings =
+                        evaluate_in_host(policy, request, settings, object.as_ref(), uid)?;
+                    if keep {
+                        for (column, value) in columns.iter_mut().zip(timings) {
+                            column.push(value);
+                        }
+                    }
+                }
+            }
+            done += 1;
+        }
+        Ok(())
+    }
+
+    fn native_samples(self) -> Samples {
+        match self {
+            Meter::Native { samples, .. } => Samples::new(samples),
+            Meter::Wasm { .. } => unreachable!("a wasm meter"),
         }
     }
-    let [instantiate, call, total, host_json] = columns;
-    Ok(WasmTimings {
-        instantiate: Samples::new(instantiate),
-        call: Samples::new(call),
-        total: Samples::new(total),
-        host_json: Samples::new(host_json),
-    })
+
+    fn wasm_timings(self) -> WasmTimings {
+        match self {
+            Meter::Wasm { columns, .. } => {
+                let [instantiate, call, total, host_json] = columns;
+                WasmTimings {
+                    instantiate: Samples::new(instantiate),
+                    call: Samples::new(call),
+                    total: Samples::new(total),
+                    host_json: Samples::new(host_json),
+                }
+            }
+            Meter::Native { .. } => unreachable!("a native meter"),
+        }
+    }
+}
+
+/// One evaluation as policy-server does it: [instantiate, call, total, host JSON] in ns.
+fn evaluate_in_host(
+    policy: &Policy,
+    request: &ValidateRequest,
+    settings: &Map<String, Value>,
+    object: Option<&Value>,
+    uid: &str,
+) -> Result<[u64; 4]> {
+    let t0 = Instant::now();
+    let payload = json!({ "request": request, "settings": settings }).to_string();
+    let t1 = Instant::now();
+    let instance = policy
+        .instantiate()
+        .map_err(|e| anyhow!("cannot instantiate: {e}"))?;
+    let t2 = Instant::now();
+    let answer = instance
+        .call("validate", payload.as_bytes())
+        .map_err(|e| anyhow!("validate failed: {e}"))?;
+    let t3 = Instant::now();
+    drop(instance);
+    let t4 = Instant::now();
+    let response: ValidationResponse = serde_json::from_slice(&answer)?;
+    let response = AdmissionResponse::from_validation_response(uid, object, &response)
+        .map_err(|e| anyhow!("{e}"))?;
+    black_box(response);
+    let t5 = Instant::now();
+    Ok([
+        ns(t2 - t1),
+        ns(t3 - t2),
+        ns(t4 - t1),
+        ns((t1 - t0) + (t5 - t4)),
+    ])
+}
+
+/// Warms every meter up, then runs the rounds, starting each round one meter further on.
+fn run_schedule(meters: &mut [Meter<'_>], schedule: Schedule) -> Result<()> {
+    for meter in meters.iter_mut() {
+        meter.run(schedule.warm_up, 1, false)?;
+    }
+    let count = meters.len();
+    for round in 0..schedule.rounds {
+        for i in 0..count {
+            meters[(round + i) % count].run(schedule.slice, schedule.min_per_slice, true)?;
+        }
+    }
+    Ok(())
 }
 
 fn settings_map(settings: &Value) -> Result<Map<String, Value>> {
@@ -249,6 +335,19 @@ fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
     Ok(())
 }
 
+/// The guest's memory on `input`, checked against the native answer.
+fn memory_of(probe: &MemoryProbe, input: &Input) -> Result<MemoryUse> {
+    let payload = input.payload()?;
+    let memory = probe.measure("validate", &payload)?;
+    if memory.response != native_validate(&payload) {
+        bail!(
+            "{}: the memory probe's answer differs from the native engine's",
+            input.name
+        );
+    }
+    Ok(memory)
+}
+
 /// One request measured natively and in the host.
 #[derive(Clone, Debug)]
 pub struct CaseResult {
@@ -273,34 +372,64 @@ impl CaseResult {
     }
 }
 
-fn run_case(
-    key: &'static str,
-    policy: &Policy,
-    probe: &MemoryProbe,
-    input: &Input,
-    budget: Budget,
-) -> Result<CaseResult> {
-    check_verdicts(policy, input)?;
-    let payload = input.payload()?;
-    let native = measure(budget, || native_validate(&payload));
-    let wasm = measure_wasm(policy, input, budget)?;
-    let memory = probe.measure("validate", &payload)?;
-    if memory.response != native_validate(&payload) {
-        bail!(
-            "{}: the memory probe's answer differs from the native engine's",
-            input.name
-        );
+/// A module measured on the inputs.
+struct Module {
+    name: String,
+    policy: Policy,
+    probe: MemoryProbe,
+}
+
+impl Module {
+    fn load(name: &str, path: &Path) -> Result<Module> {
+        Ok(Module {
+            name: name.to_string(),
+            policy: load_policy(path, true)?,
+            probe: MemoryProbe::new(&std::fs::read(path)?)?,
+        })
     }
-    Ok(CaseResult {
-        key,
-        name: input.name.clone(),
-        object_bytes: input.object_bytes(),
-        payload_bytes: payload.len(),
-        allowed: input.allowed,
-        native,
-        wasm,
-        memory,
-    })
+}
+
+/// Measures every input natively and in every module, interleaved; one list of results per
+/// module, in input order.
+fn measure_cases(
+    inputs: &[(&'static str, Input)],
+    modules: &[Module],
+    schedule: Schedule,
+) -> Result<Vec<Vec<CaseResult>>> {
+    for module in modules {
+        for (_, input) in inputs {
+            check_verdicts(&module.policy, input)
+                .with_context(|| format!("module {}", module.name))?;
+        }
+    }
+    // Per input: native, then one meter per module.
+    let mut meters = Vec::new();
+    for (_, input) in inputs {
+        meters.push(Meter::native(input)?);
+        for module in modules {
+            meters.push(Meter::wasm(&module.policy, input)?);
+        }
+    }
+    run_schedule(&mut meters, schedule)?;
+    let mut results: Vec<Vec<CaseResult>> = modules.iter().map(|_| Vec::new()).collect();
+    let mut meters = meters.into_iter();
+    for (key, input) in inputs {
+        let native = meters.next().context("a native meter")?.native_samples();
+        for (m, module) in modules.iter().enumerate() {
+            let wasm = meters.next().context("a wasm meter")?.wasm_timings();
+            results[m].push(CaseResult {
+                key,
+                name: input.name.clone(),
+                object_bytes: input.object_bytes(),
+                payload_bytes: input.payload()?.len(),
+                allowed: input.allowed,
+                native: native.clone(),
+                wasm,
+                memory: memory_of(&module.probe, input)?,
+            });
+        }
+    }
+    Ok(results)
 }
 
 /// The four requests of the headline table, by key: a MachinePool rotation, the token
@@ -345,11 +474,13 @@ pub struct Variant {
     pub custom_sections: Vec<(String, usize)>,
 }
 
-/// What an optimized (then annotated) module does: scenarios, compile time, speed.
+/// What an optimized (then annotated) module does: scenarios, compile time, speed (measured
+/// interleaved with the shipped module).
 #[derive(Clone, Debug)]
 pub struct VariantRun {
     pub name: String,
     pub annotated_bytes: u64,
+    pub annotated: PathBuf,
     pub scenarios_passed: usize,
     pub scenarios_total: usize,
     /// Scenarios whose verdict and message equal the shipped module's.
@@ -386,6 +517,8 @@ pub struct CliRun {
 pub struct Report {
     pub machine: Vec<(String, String)>,
     pub command: String,
+    /// How the headline requests and the sweep were measured.
+    pub schedules: (String, String),
     pub cases: Vec<CaseResult>,
     pub sweep: Vec<CaseResult>,
     pub compile: CompileTimes,
@@ -402,43 +535,52 @@ pub struct Report {
 pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
     let started = Instant::now();
     let load_at_start = std::fs::read_to_string("/proc/loadavg").ok();
-    let budget = Budget::main(options.quick);
     std::fs::create_dir_all(&options.work_dir)
         .with_context(|| format!("cannot create {}", options.work_dir.display()))?;
     let mut notes = Vec::new();
 
+    eprintln!("bench: module sizes, wasm-opt variants and their scenarios");
+    let Variants {
+        files: variants,
+        runs: mut variant_runs,
+        shipped_scenarios,
+    } = module_variants(options, &mut notes)?;
+
     eprintln!("bench: compile times");
     let compile = compile_times(&options.annotated, options.quick)?;
 
-    let policy = load_policy(&options.annotated, true)?;
-    let module_bytes = std::fs::read(&options.annotated)?;
-    let probe = MemoryProbe::new(&module_bytes)?;
-
-    let mut cases = Vec::new();
-    for (key, input) in main_inputs()? {
-        eprintln!("bench: {}", input.name);
-        cases.push(run_case(key, &policy, &probe, &input, budget)?);
+    let mut modules = vec![Module::load("shipped", &options.annotated)?];
+    for run in &variant_runs {
+        modules.push(Module::load(&run.name, &run.annotated)?);
+    }
+    eprintln!(
+        "bench: the four requests, natively and in {} module(s), interleaved",
+        modules.len()
+    );
+    let main = main_inputs()?;
+    let mut per_module = measure_cases(&main, &modules, Schedule::main(options.quick))?;
+    let cases = per_module.remove(0);
+    for (run, results) in variant_runs.iter_mut().zip(per_module) {
+        run.cases = results
+            .iter()
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    r.wasm.total.p50(),
+                    r.wasm.call.p50(),
+                    r.memory.after_call_bytes,
+                )
+            })
+            .collect();
     }
 
-    let mut sweep = Vec::new();
-    for size in sweep_sizes(options.quick) {
-        let input = inputs::one_file_changed(size)?;
-        eprintln!("bench: sweep {}", input.name);
-        sweep.push(run_case(
-            "sweep",
-            &policy,
-            &probe,
-            &input,
-            Budget::sweep(options.quick),
-        )?);
-    }
-
-    eprintln!("bench: module sizes");
-    let Variants {
-        files: variants,
-        runs: variant_runs,
-        shipped_scenarios,
-    } = module_variants(options, budget, &mut notes)?;
+    eprintln!("bench: size sweep");
+    let sweep_inputs = sweep_sizes(options.quick)
+        .into_iter()
+        .map(|size| Ok(("sweep", inputs::one_file_changed(size)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let sweep =
+        measure_cases(&sweep_inputs, &modules[..1], Schedule::sweep(options.quick))?.remove(0);
 
     let cli = cli_run(options, &mut notes);
 
@@ -453,6 +595,10 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
     Ok(Report {
         machine,
         command: options.command.clone(),
+        schedules: (
+            Schedule::main(options.quick).describe(),
+            Schedule::sweep(options.quick).describe(),
+        ),
         cases,
         sweep,
         compile,
@@ -558,11 +704,7 @@ fn display(path: &Path, workspace: &Path) -> String {
         .to_string()
 }
 
-fn module_variants(
-    options: &SuiteOptions,
-    budget: Budget,
-    notes: &mut Vec<String>,
-) -> Result<Variants> {
+fn module_variants(options: &SuiteOptions, notes: &mut Vec<String>) -> Result<Variants> {
     let ws = &options.workspace;
     let policy = &options.policy;
     let mut variants = vec![variant(
@@ -633,7 +775,6 @@ fn module_variants(
     )?);
 
     let mut runs = Vec::new();
-    let main = main_inputs()?;
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let outcome = |r: &crate::scenarios::ScenarioResult| {
         (r.name.clone(), r.verdict.label(), r.summary.clone())
@@ -652,7 +793,7 @@ fn module_variants(
         shipped = results.iter().map(outcome).collect();
     }
     for (level, path) in optimized {
-        eprintln!("bench: wasm-opt -{level}: annotate, scenarios, speed");
+        eprintln!("bench: wasm-opt -{level}: annotate, scenarios, compile time");
         let annotated = out(&format!("annotated-policy.{level}.wasm"));
         annotate(&AnnotateOptions {
             module: path,
@@ -673,26 +814,15 @@ fn module_variants(
             .filter(|o| shipped.contains(o))
             .count();
         let compile = compile_times(&annotated, options.quick)?.uncached;
-        let policy = load_policy(&annotated, true)?;
-        let probe = MemoryProbe::new(&std::fs::read(&annotated)?)?;
-        let mut measured = Vec::new();
-        for (key, input) in &main {
-            let result = run_case(key, &policy, &probe, input, budget)?;
-            measured.push((
-                result.name.clone(),
-                result.wasm.total.p50(),
-                result.wasm.call.p50(),
-                result.memory.after_call_bytes,
-            ));
-        }
         runs.push(VariantRun {
             name: format!("wasm-opt -{level}"),
             annotated_bytes: std::fs::metadata(&annotated)?.len(),
+            annotated,
             scenarios_passed: results.iter().filter(|r| r.passed()).count(),
             scenarios_total: results.len(),
             scenarios_same_as_shipped: same,
             compile,
-            cases: measured,
+            cases: Vec::new(),
         });
     }
     Ok(Variants {
@@ -1032,14 +1162,16 @@ pub fn render(report: &Report) -> String {
          on a ready instance. fresh instance + call: what policy-server pays per request: a new \
          instance from the pre-instantiated module (store, memory, WASI, `wapc_init`), the call, \
          dropping the instance. host JSON: building the payload and reading the answer, outside \
-         the guest. Each timing is the p50 (p99) of one evaluation, {} or more samples (3 s or at \
-         least 50 per case; with fewer than 100 the p99 is the maximum).\n",
+         the guest. Each timing is the p50 (p99) of one evaluation, {} samples or more; with \
+         fewer than 100 the p99 is the maximum. Native and wasm, and the wasm-opt variants below, \
+         are measured interleaved ({}), so a change of load falls on all of them.\n",
         report
             .cases
             .iter()
             .map(|c| c.wasm.total.len().min(c.native.len()))
             .min()
-            .unwrap_or(0)
+            .unwrap_or(0),
+        report.schedules.0
     );
     let _ = writeln!(
         w,
@@ -1086,8 +1218,10 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         w,
         "\n### Cost against object size\n\nAn in-use KubeadmConfig made of 10 KiB files, one \
-         changed (rejected): the whole spec is compared and fingerprinted. per KiB: the cost \
-         above the smallest object's, divided by the KiB added (from 16 KiB on).\n\n| object | native p50 | native per KiB | fresh instance + call p50 | wasm per KiB | total / native |\n|--:|--:|--:|--:|--:|--:|"
+         changed (rejected): the whole spec is compared and fingerprinted. Measured interleaved \
+         ({}). per KiB: the cost above the smallest object's, divided by the KiB added (from \
+         16 KiB on).\n\n| object | native p50 | native per KiB | fresh instance + call p50 | wasm per KiB | total / native |\n|--:|--:|--:|--:|--:|--:|",
+        report.schedules.1
     );
     let first = report.sweep.first();
     for c in &report.sweep {
