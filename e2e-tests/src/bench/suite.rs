@@ -977,7 +977,11 @@ pub enum ProfileTarget {
 /// Runs one headline request `iterations` times without timing: the workload for
 /// `valgrind --tool=callgrind`.
 pub fn profile(module: &Path, key: &str, target: ProfileTarget, iterations: usize) -> Result<()> {
-    let input = main_input(key)?;
+    // `sweep-KIB`: the sweep's input of that many KiB.
+    let input = match key.strip_prefix("sweep-") {
+        Some(kib) => inputs::one_file_changed(kib.parse::<usize>()? * 1024)?,
+        None => main_input(key)?,
+    };
     let payload = input.payload()?;
     if target == ProfileTarget::PerfMap {
         let probe = MemoryProbe::with_perf_map(&std::fs::read(module)?, true)?;

@@ -47,7 +47,8 @@ struct Cli {
     /// Short budgets: checks that everything runs; the numbers are rough.
     #[arg(long)]
     quick: bool,
-    /// Instead of the suite, run one request (rotation, token, edit, large) --iterations
+    /// Instead of the suite, run one request (rotation, token, edit, large, or sweep-KIB for
+    /// the sweep's input of that size) --iterations
     /// times untimed, for a profiler: `native`, `wasm` (fresh instance + call in the host) or
     /// `perf-map` (the module with wasmtime's /tmp/perf-PID.map, to name JIT frames).
     #[arg(long, value_names = ["TARGET", "REQUEST"], num_args = 2)]
