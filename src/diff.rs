@@ -247,13 +247,14 @@ fn walk_objects(
 /// A canonical JSON rendering of `value` found at `root` with every ignored and fill-once field
 /// removed, absent values dropped and object keys sorted: the input of the spec fingerprint.
 pub fn canonical_json(root: &str, value: Option<&Value>, rules: &FieldRules) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut path = FieldPath::root(root);
     let active = Active::start(rules, &Segment::Key(root.to_string()));
     if !write_canonical(value, &mut path, &active, rules, &mut out) {
-        out.push_str("null");
+        out.extend_from_slice(b"null");
     }
-    out
+    // serde_json writes UTF-8 only.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Writes `value` unless it is absent or non-compared; returns whether it wrote anything.
@@ -262,7 +263,7 @@ fn write_canonical(
     path: &mut FieldPath,
     active: &Active,
     rules: &FieldRules,
-    out: &mut String,
+    out: &mut Vec<u8>,
 ) -> bool {
     let depth = path.segments().len();
     if complete(&rules.ignored, &active.ignored, depth)
@@ -276,17 +277,18 @@ fn write_canonical(
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             let start = out.len();
-            out.push('{');
+            out.push(b'{');
             let mut wrote_any = false;
             for key in keys {
                 let segment = Segment::Key(key.clone());
                 let next = active.step(rules, depth, &segment);
                 let mark = out.len();
                 if wrote_any {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
+                // Written straight into the buffer: no per-key String (a guest hot spot).
+                let _ = serde_json::to_writer(&mut *out, key);
+                out.push(b':');
                 path.push(segment);
                 let wrote = write_canonical(map.get(key), path, &next, rules, out);
                 path.pop();
@@ -297,7 +299,7 @@ fn write_canonical(
                 }
             }
             if wrote_any {
-                out.push('}');
+                out.push(b'}');
             } else {
                 out.truncate(start);
             }
@@ -307,24 +309,24 @@ fn write_canonical(
             if items.is_empty() {
                 return false;
             }
-            out.push('[');
+            out.push(b'[');
             for (index, item) in items.iter().enumerate() {
                 if index > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 let segment = Segment::Index(index);
                 let next = active.step(rules, depth, &segment);
                 path.push(segment);
                 if !write_canonical(Some(item), path, &next, rules, out) {
-                    out.push_str("null");
+                    out.extend_from_slice(b"null");
                 }
                 path.pop();
             }
-            out.push(']');
+            out.push(b']');
             true
         }
         Some(scalar) => {
-            out.push_str(&scalar.to_string());
+            let _ = serde_json::to_writer(&mut *out, scalar);
             true
         }
     }

@@ -102,18 +102,19 @@ pub fn change_violations(changes: &[Change]) -> Vec<Violation> {
 }
 
 /// Rule 2 on an UPDATE of a config whose OLD object is controlled by `owners`.
+/// `rules` are the kind's non-compared fields (`Settings::field_rules`), built once per request.
 pub fn check(
     settings: &Settings,
     subject: &Subject,
     owners: &[Owner],
+    rules: &FieldRules,
     old_spec: Option<&Value>,
     new_spec: Option<&Value>,
 ) -> Option<Finding> {
     if owners.is_empty() || settings.in_place_edits == Action::Ignore {
         return None;
     }
-    let rules = settings.field_rules(&subject.group_kind.kind);
-    let changes = changed_fields("spec", old_spec, new_spec, &rules);
+    let changes = changed_fields("spec", old_spec, new_spec, rules);
     if changes.is_empty() {
         return None;
     }
@@ -131,7 +132,7 @@ pub fn check(
         explanation: format!(
             "The config is in use by {pools}, and CAPI does not roll in-place bootstrap edits out \
              to existing instances (cluster-api #8858). {}",
-            rotation_remediation(subject, owners, new_spec, &rules)
+            rotation_remediation(subject, owners, new_spec, rules)
         ),
         warning: format!(
             "{first}{others} edited in place: not rolled out to {pools}; rotate configRef"
@@ -142,13 +143,12 @@ pub fn check(
 /// With lookups: a config no MachinePool references any more (rotated out) may be edited, but
 /// the edit reaches no node.
 pub fn check_rotated_out(
-    settings: &Settings,
     subject: &Subject,
+    rules: &FieldRules,
     old_spec: Option<&Value>,
     new_spec: Option<&Value>,
 ) -> Option<Finding> {
-    let rules = settings.field_rules(&subject.group_kind.kind);
-    if changed_fields("spec", old_spec, new_spec, &rules).is_empty() {
+    if changed_fields("spec", old_spec, new_spec, rules).is_empty() {
         return None;
     }
     Some(Finding {
@@ -368,6 +368,7 @@ mod tests {
             &Settings::default(),
             &subject(kind, "worker-a-0123abcd"),
             &owner(),
+            &Settings::default().field_rules(kind),
             Some(&old),
             Some(&new),
         )
@@ -398,6 +399,7 @@ mod tests {
             &Settings::default(),
             &subject("KubeadmConfig", "c"),
             &[],
+            &Settings::default().field_rules("KubeadmConfig"),
             Some(&old),
             Some(&new)
         )
@@ -410,6 +412,7 @@ mod tests {
             &allow,
             &subject("KubeadmConfig", "c"),
             &owner(),
+            &Settings::default().field_rules("KubeadmConfig"),
             Some(&old),
             Some(&new)
         )
@@ -425,6 +428,7 @@ mod tests {
             &Settings::default(),
             &subject("KubeadmConfig", "c"),
             &owner(),
+            &Settings::default().field_rules("KubeadmConfig"),
             Some(&old),
             Some(&new),
         )
