@@ -269,7 +269,8 @@ impl Settings {
     }
 }
 
-fn type_name(value: &Value) -> &'static str {
+/// How settings and manifest errors name a JSON value's type.
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

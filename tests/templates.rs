@@ -23,6 +23,23 @@ fn update(old: &Value, new: &Value, user: &str) -> Value {
            "userInfo": {"username": user}, "object": new, "oldObject": old})
 }
 
+/// The verdict, a fragment of its message or warnings, and no finding at all when the fragment
+/// is empty.
+fn expect(verdict: &Verdict, allowed: bool, fragment: &str) {
+    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+    let said = verdict
+        .message
+        .iter()
+        .chain(&verdict.warnings)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(said.contains(fragment), "{said}");
+    if fragment.is_empty() {
+        assert_eq!(verdict, &Verdict::accept());
+    }
+}
+
 fn run(settings: Value, request: &Value) -> Verdict {
     evaluate(&Settings::from_value(&settings).unwrap(), request)
 }
@@ -118,18 +135,7 @@ fn clusterclass(
     let old = shape(template("KubeadmConfigTemplate", "v1beta2", "a"));
     let new = shape(template("KubeadmConfigTemplate", "v1beta2", "b"));
     let verdict = run(json!({}), &update(&old, &new, user));
-    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
-    let said = verdict
-        .message
-        .iter()
-        .chain(&verdict.warnings)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(said.contains(fragment), "{said}");
-    if fragment.is_empty() {
-        assert_eq!(verdict, Verdict::accept());
-    }
+    expect(&verdict, allowed, fragment);
 }
 
 fn deployment(kind: &str, version: &str, config_ref: Value) -> Value {
@@ -163,18 +169,7 @@ fn machine_deployments_rotate_their_template_ref(
             "alice",
         ),
     );
-    assert_eq!(verdict.allowed, allowed, "{verdict:?}");
-    let said = verdict
-        .message
-        .iter()
-        .chain(&verdict.warnings)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
-    assert!(said.contains(fragment), "{said}");
-    if fragment.is_empty() {
-        assert_eq!(verdict, Verdict::accept());
-    }
+    expect(&verdict, allowed, fragment);
 }
 
 #[test]

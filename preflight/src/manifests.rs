@@ -9,6 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use capi_bootstrap_rollout_policy::kinds::group_of_api_version;
+use capi_bootstrap_rollout_policy::settings::type_name;
 use serde_json::Value;
 
 /// The namespace of an object whose manifest names none. Tools applying the manifests put it
@@ -395,17 +396,6 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<(Location, Value)>, Inpu
         }
     }
     Ok(documents)
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The objects of one document: none (empty), itself, or the items of a `List` (with their
