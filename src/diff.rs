@@ -131,7 +131,12 @@ pub fn changed_fields_at(
         path.push(segment);
     }
     let mut out = Vec::new();
-    walk(old, new, &mut path, &active, rules, &mut out);
+    // Two objects are compared key by key in the walk itself; comparing them whole first
+    // would read every unchanged subtree twice.
+    let both_objects = matches!((old, new), (Some(Value::Object(_)), Some(Value::Object(_))));
+    if both_objects || old != new {
+        walk(old, new, &mut path, &active, rules, &mut out);
+    }
     out
 }
 
@@ -143,9 +148,9 @@ fn walk(
     rules: &FieldRules,
     out: &mut Vec<Change>,
 ) {
-    if old == new {
-        return;
-    }
+    // The caller has compared `old` and `new` and found them different (or both are objects,
+    // compared key by key below): each subtree is compared once, by its parent, before any
+    // path segment is built for it.
     let depth = path.segments().len();
     if complete(&rules.ignored, &active.ignored, depth) {
         return;
@@ -164,6 +169,9 @@ fn walk(
         }
         (Some(Value::Array(a)), Some(Value::Array(b))) if !a.is_empty() && !b.is_empty() => {
             for index in 0..a.len().max(b.len()) {
+                if a.get(index) == b.get(index) {
+                    continue;
+                }
                 let segment = Segment::Index(index);
                 let next = active.step(rules, depth, &segment);
                 path.push(segment);
@@ -236,25 +244,29 @@ fn walk_objects(
     keys.sort();
     keys.dedup();
     for key in keys {
+        let (old, new) = (a.get(key), b.get(key));
+        if old == new {
+            continue;
+        }
         let segment = Segment::Key(key.clone());
         let next = active.step(rules, depth, &segment);
         path.push(segment);
-        walk(a.get(key), b.get(key), path, &next, rules, out);
+        walk(old, new, path, &next, rules, out);
         path.pop();
     }
 }
 
 /// A canonical JSON rendering of `value` found at `root` with every ignored and fill-once field
 /// removed, absent values dropped and object keys sorted: the input of the spec fingerprint.
-pub fn canonical_json(root: &str, value: Option<&Value>, rules: &FieldRules) -> String {
+/// UTF-8 bytes, as serde_json writes them (the fingerprint hashes them as they are).
+pub fn canonical_json(root: &str, value: Option<&Value>, rules: &FieldRules) -> Vec<u8> {
     let mut out = Vec::new();
     let mut path = FieldPath::root(root);
     let active = Active::start(rules, &Segment::Key(root.to_string()));
     if !write_canonical(value, &mut path, &active, rules, &mut out) {
         out.extend_from_slice(b"null");
     }
-    // serde_json writes UTF-8 only.
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// Writes `value` unless it is absent or non-compared; returns whether it wrote anything.

@@ -1,11 +1,14 @@
 //! The spec fingerprint and the rotation name suggested from it.
 //!
-//! The fingerprint is the SHA-256 of the spec in canonical form (keys sorted, absent values and
-//! the non-compared fields removed), so two configs whose specs differ only in key order, in the
-//! controller-written token or in CAPI's defaults share it.
+//! The fingerprint is the 64-bit FNV-1a hash of the spec in canonical JSON (keys sorted, absent
+//! values and the non-compared fields removed), so two configs whose specs differ only in key
+//! order, in the controller-written token or in CAPI's defaults share it. FNV is the hash
+//! family Kubernetes itself uses for generated name suffixes (a Deployment's
+//! pod-template-hash): a name suggestion needs no cryptographic hash, and SHA-256 in software
+//! was a third of the guest's time on every rejected edit (BENCHMARKS.md). Nothing trusts the
+//! fingerprint for equality: rotation.rs compares the canonical specs themselves.
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::diff::{canonical_json, FieldRules};
 
@@ -13,10 +16,19 @@ use crate::diff::{canonical_json, FieldRules};
 const MAX_NAME: usize = 253;
 const SUFFIX_HEX: usize = 8;
 
-/// Lower-case hex SHA-256 of the canonical spec.
+const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// 64-bit FNV-1a.
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(FNV_OFFSET_BASIS, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+/// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical JSON.
 pub fn spec_fingerprint(spec: Option<&Value>, rules: &FieldRules) -> String {
-    let digest = Sha256::digest(canonical_json("spec", spec, rules).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{:016x}", fnv1a64(&canonical_json("spec", spec, rules)))
 }
 
 fn has_hash_suffix(name: &str) -> bool {
@@ -97,12 +109,25 @@ mod tests {
         );
     }
 
+    #[rstest]
+    // The reference vectors of the FNV specification (draft-eastlake-fnv).
+    #[case::empty("", 0xcbf2_9ce4_8422_2325)]
+    #[case::a("a", 0xaf63_dc4c_8601_ec8c)]
+    #[case::foobar("foobar", 0x8594_4171_f739_67e8)]
+    fn fnv1a64_reference_vectors(#[case] input: &str, #[case] expected: u64) {
+        assert_eq!(fnv1a64(input.as_bytes()), expected);
+    }
+
     #[test]
-    fn fingerprint_is_sha256_of_canonical_json() {
-        // sha256("{\"a\":1}")
+    fn fingerprint_is_fnv1a64_of_canonical_json() {
+        // canonical JSON {"a":1}
         assert_eq!(
             spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()),
-            "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"
+            format!("{:016x}", fnv1a64(br#"{"a":1}"#))
+        );
+        assert_eq!(
+            spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()).len(),
+            16
         );
     }
 }

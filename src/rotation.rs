@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::contract::{check_config_ref, check_config_status, CONFIG_REF};
-use crate::fingerprint::spec_fingerprint;
+use crate::diff::canonical_json;
 use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
@@ -205,8 +205,9 @@ fn check_target(
                 &old_id.name,
             ) {
                 let rules = settings.field_rules(&target.kind);
-                if spec_fingerprint(old_config.get("spec"), &rules)
-                    == spec_fingerprint(new_config.get("spec"), &rules)
+                // The canonical specs themselves, not their fingerprints: exact.
+                if canonical_json("spec", old_config.get("spec"), &rules)
+                    == canonical_json("spec", new_config.get("spec"), &rules)
                 {
                     findings.push(warning(format!(
                         "{} has the same content as {}: the rotation replaces every instance for nothing",
