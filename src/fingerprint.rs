@@ -1,7 +1,7 @@
 //! The spec fingerprint and the rotation name suggested from it.
 //!
-//! The fingerprint is the 64-bit FNV-1a hash of the spec in canonical JSON (keys sorted, absent
-//! values and the non-compared fields removed), so two configs whose specs differ only in key
+//! The fingerprint is the 64-bit FNV-1a hash of the spec in canonical form (keys sorted, absent
+//! values and the non-compared fields removed; `diff::canonical_form`), so two configs whose specs differ only in key
 //! order, in the controller-written token or in CAPI's defaults share it. FNV is the hash
 //! family Kubernetes itself uses for generated name suffixes (a Deployment's
 //! pod-template-hash): a name suggestion needs no cryptographic hash, and SHA-256 in software
@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::diff::{canonical_json, FieldRules};
+use crate::diff::{canonical_form, FieldRules};
 
 /// The longest name a CRD object may have (a DNS subdomain).
 const MAX_NAME: usize = 253;
@@ -26,9 +26,9 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical JSON.
+/// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical form.
 pub fn spec_fingerprint(spec: Option<&Value>, rules: &FieldRules) -> String {
-    format!("{:016x}", fnv1a64(&canonical_json("spec", spec, rules)))
+    format!("{:016x}", fnv1a64(&canonical_form("spec", spec, rules)))
 }
 
 fn has_hash_suffix(name: &str) -> bool {
@@ -119,11 +119,11 @@ mod tests {
     }
 
     #[test]
-    fn fingerprint_is_fnv1a64_of_canonical_json() {
-        // canonical JSON {"a":1}
+    fn fingerprint_is_fnv1a64_of_the_canonical_form() {
+        // {"a": 1} in canonical form
         assert_eq!(
             spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()),
-            format!("{:016x}", fnv1a64(br#"{"a":1}"#))
+            format!("{:016x}", fnv1a64(b"{s1:an1;}"))
         );
         assert_eq!(
             spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()).len(),

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::contract::{check_config_ref, check_config_status, CONFIG_REF};
-use crate::diff::canonical_json;
+use crate::diff::canonical_form;
 use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
@@ -206,8 +206,8 @@ fn check_target(
             ) {
                 let rules = settings.field_rules(&target.kind);
                 // The canonical specs themselves, not their fingerprints: exact.
-                if canonical_json("spec", old_config.get("spec"), &rules)
-                    == canonical_json("spec", new_config.get("spec"), &rules)
+                if canonical_form("spec", old_config.get("spec"), &rules)
+                    == canonical_form("spec", new_config.get("spec"), &rules)
                 {
                     findings.push(warning(format!(
                         "{} has the same content as {}: the rotation replaces every instance for nothing",
