@@ -722,7 +722,11 @@ fn module_variants(options: &SuiteOptions, notes: &mut Vec<String>) -> Result<Va
             run_tool(&strip, &[&policy_arg, "-o", &path_arg])?;
             variants.push(variant(
                 "wasm-strip (wabt)",
-                format!("wasm-strip policy.wasm -o {}", display(&path, ws)),
+                format!(
+                    "wasm-strip {} -o {}",
+                    display(policy, ws),
+                    display(&path, ws)
+                ),
                 path,
             )?);
         }
@@ -756,7 +760,8 @@ fn module_variants(options: &SuiteOptions, notes: &mut Vec<String>) -> Result<Va
                 variants.push(variant(
                     label,
                     format!(
-                        "wasm-opt {features} {flag} policy.wasm -o {}",
+                        "wasm-opt {features} {flag} {} -o {}",
+                        display(policy, ws),
                         display(&path, ws)
                     ),
                     path.clone(),
@@ -1358,7 +1363,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "{header}\n{rule}");
         let _ = write!(
             w,
-            "| shipped (cargo) | {} | {} | {} |",
+            "| shipped (wasm-opt -O3) | {} | {} | {} |",
             fmt_bytes(report.annotated_bytes),
             report
                 .shipped_scenarios
