@@ -307,97 +307,128 @@ fn walk_objects(
 /// nothing `z`, objects `{key value ...}` (keys as strings) and lists `[value ...]`.
 pub fn canonical_form(root: &str, value: Option<&Value>, rules: &FieldRules) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut path = FieldPath::root(root);
-    let active = Active::start(rules, &Segment::Key(root.to_string()));
-    if !write_canonical(value, &mut path, &active, rules, &mut out) {
-        out.push(b'z');
-    }
+    write_canonical_form(root, value, rules, &mut out);
     out
 }
 
-fn write_string(text: &str, out: &mut Vec<u8>) {
-    out.push(b's');
-    out.extend_from_slice(text.len().to_string().as_bytes());
-    out.push(b':');
-    out.extend_from_slice(text.as_bytes());
+/// Where a canonical form goes: a buffer, or straight into a hash (the fingerprint of a 2 MiB
+/// spec then needs no 2 MiB buffer in the guest).
+pub trait CanonicalSink {
+    fn put(&mut self, bytes: &[u8]);
 }
 
-/// Writes `value` unless it is absent or non-compared; returns whether it wrote anything.
+impl CanonicalSink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// [`canonical_form`], written into `out` piece by piece.
+pub fn write_canonical_form(
+    root: &str,
+    value: Option<&Value>,
+    rules: &FieldRules,
+    out: &mut impl CanonicalSink,
+) {
+    let mut path = FieldPath::root(root);
+    let active = Active::start(rules, &Segment::Key(root.to_string()));
+    if holds_compared(value, &mut path, &active, rules) {
+        write_canonical(value, &mut path, &active, rules, out);
+    } else {
+        out.put(b"z");
+    }
+}
+
+fn skipped(depth: usize, active: &Active, rules: &FieldRules) -> bool {
+    complete(&rules.ignored, &active.ignored, depth)
+        || complete(&rules.fill_once, &active.fill_once, depth)
+}
+
+/// Whether `value` holds anything the canonical form writes: a compared, non-absent value.
+/// Asked before writing, so that nothing written ever has to be taken back.
+fn holds_compared(
+    value: Option<&Value>,
+    path: &mut FieldPath,
+    active: &Active,
+    rules: &FieldRules,
+) -> bool {
+    let depth = path.segments().len();
+    if skipped(depth, active, rules) {
+        return false;
+    }
+    match value {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(map)) => map.iter().any(|(key, item)| {
+            let segment = Segment::Key(key.clone());
+            let next = active.step(rules, depth, &segment);
+            path.push(segment);
+            let holds = holds_compared(Some(item), path, &next, rules);
+            path.pop();
+            holds
+        }),
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(_) => true,
+    }
+}
+
+fn write_string(text: &str, out: &mut impl CanonicalSink) {
+    out.put(b"s");
+    out.put(text.len().to_string().as_bytes());
+    out.put(b":");
+    out.put(text.as_bytes());
+}
+
+/// Writes `value`, which [`holds_compared`].
 fn write_canonical(
     value: Option<&Value>,
     path: &mut FieldPath,
     active: &Active,
     rules: &FieldRules,
-    out: &mut Vec<u8>,
-) -> bool {
+    out: &mut impl CanonicalSink,
+) {
     let depth = path.segments().len();
-    if complete(&rules.ignored, &active.ignored, depth)
-        || complete(&rules.fill_once, &active.fill_once, depth)
-    {
-        return false;
-    }
     match value {
-        None | Some(Value::Null) => false,
+        None | Some(Value::Null) => {}
         Some(Value::Object(map)) => {
             // Sorted here: serde_json's map keeps insertion order when any crate in a build
             // turns on its preserve_order feature.
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
-            let start = out.len();
-            out.push(b'{');
-            let mut wrote_any = false;
+            out.put(b"{");
             for (key, item) in keys.into_iter().filter_map(|k| Some((k, map.get(k)?))) {
                 let segment = Segment::Key(key.clone());
                 let next = active.step(rules, depth, &segment);
-                let mark = out.len();
-                write_string(key, out);
                 path.push(segment);
-                let wrote = write_canonical(Some(item), path, &next, rules, out);
-                path.pop();
-                if wrote {
-                    wrote_any = true;
-                } else {
-                    out.truncate(mark);
+                if holds_compared(Some(item), path, &next, rules) {
+                    write_string(key, out);
+                    write_canonical(Some(item), path, &next, rules, out);
                 }
+                path.pop();
             }
-            if wrote_any {
-                out.push(b'}');
-            } else {
-                out.truncate(start);
-            }
-            wrote_any
+            out.put(b"}");
         }
         Some(Value::Array(items)) => {
-            if items.is_empty() {
-                return false;
-            }
-            out.push(b'[');
+            out.put(b"[");
             for (index, item) in items.iter().enumerate() {
                 let segment = Segment::Index(index);
                 let next = active.step(rules, depth, &segment);
                 path.push(segment);
-                if !write_canonical(Some(item), path, &next, rules, out) {
-                    out.push(b'z');
+                if holds_compared(Some(item), path, &next, rules) {
+                    write_canonical(Some(item), path, &next, rules, out);
+                } else {
+                    out.put(b"z");
                 }
                 path.pop();
             }
-            out.push(b']');
-            true
+            out.put(b"]");
         }
-        Some(Value::String(text)) => {
-            write_string(text, out);
-            true
-        }
+        Some(Value::String(text)) => write_string(text, out),
         Some(Value::Number(number)) => {
-            out.push(b'n');
-            out.extend_from_slice(number.to_string().as_bytes());
-            out.push(b';');
-            true
+            out.put(b"n");
+            out.put(number.to_string().as_bytes());
+            out.put(b";");
         }
-        Some(Value::Bool(flag)) => {
-            out.push(if *flag { b't' } else { b'f' });
-            true
-        }
+        Some(Value::Bool(flag)) => out.put(if *flag { b"t" } else { b"f" }),
     }
 }
 

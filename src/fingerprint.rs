@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::diff::{canonical_form, FieldRules};
+use crate::diff::{write_canonical_form, CanonicalSink, FieldRules};
 
 /// The longest name a CRD object may have (a DNS subdomain).
 const MAX_NAME: usize = 253;
@@ -19,16 +19,30 @@ const SUFFIX_HEX: usize = 8;
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// 64-bit FNV-1a.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(FNV_OFFSET_BASIS, |hash, &byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
-    })
+/// 64-bit FNV-1a, fed piece by piece.
+struct Fnv1a64(u64);
+
+impl CanonicalSink for Fnv1a64 {
+    fn put(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+        }
+    }
 }
 
-/// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical form.
+#[cfg(test)]
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut hash = Fnv1a64(FNV_OFFSET_BASIS);
+    hash.put(bytes);
+    hash.0
+}
+
+/// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical form,
+/// hashed as it is written.
 pub fn spec_fingerprint(spec: Option<&Value>, rules: &FieldRules) -> String {
-    format!("{:016x}", fnv1a64(&canonical_form("spec", spec, rules)))
+    let mut hash = Fnv1a64(FNV_OFFSET_BASIS);
+    write_canonical_form("spec", spec, rules, &mut hash);
+    format!("{:016x}", hash.0)
 }
 
 fn has_hash_suffix(name: &str) -> bool {
@@ -128,6 +142,25 @@ mod tests {
         assert_eq!(
             spec_fingerprint(Some(&json!({"a": 1})), &FieldRules::default()).len(),
             16
+        );
+    }
+
+    #[test]
+    fn streamed_fingerprint_hashes_the_buffered_canonical_form() {
+        let rules = default_field_rules("KubeadmConfig");
+        let spec = json!({
+            "files": [{"path": "/etc/x", "content": "x\ny"}, null, {}],
+            "joinConfiguration": {"discovery": {"bootstrapToken": {"token": "abc.def"}}},
+            "preKubeadmCommands": ["a", "b"],
+            "verbosity": 3,
+            "useExperimentalRetryJoin": false
+        });
+        assert_eq!(
+            spec_fingerprint(Some(&spec), &rules),
+            format!(
+                "{:016x}",
+                fnv1a64(&crate::diff::canonical_form("spec", Some(&spec), &rules))
+            )
         );
     }
 }
