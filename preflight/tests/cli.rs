@@ -62,7 +62,7 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
 
 #[rstest]
 #[case::helm_style_rotation("rotation.yaml", &[], 0, &[
-    "allowed   CREATE KubeadmConfig team-payments/workers-spot-1761ff2f",
+    "allowed   CREATE KubeadmConfig team-payments/workers-spot-f442e1ec",
     "allowed   UPDATE MachinePool team-payments/workers-spot\n  at:      tests/fixtures/heads/rotation.yaml:29 (document 2)\n  changed: spec.template.spec.bootstrap.configRef.name (changed)",
     "allowed   DELETE KubeadmConfig team-payments/workers-spot-8d2f0a1c\n  at:      tests/fixtures/base/team-payments/workers-spot.yaml:2 (document 1)",
     // The AWSMachinePool's instance type changed too; the on-demand objects (JSON in base,
@@ -73,7 +73,7 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
     "REJECTED  UPDATE KubeadmConfig team-payments/workers-spot-8d2f0a1c\n  at:      tests/fixtures/heads/in-place-edit.yaml:3 (document 1)",
     "  changed: spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value (changed)\n",
     "  reason:  KubeadmConfig.bootstrap.cluster.x-k8s.io \"workers-spot-8d2f0a1c\" is invalid: [spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed]. The config is in use by MachinePool team-payments/workers-spot",
-    "  fix:     To roll a change out, create a new KubeadmConfig \"workers-spot-1761ff2f\" in namespace team-payments with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool team-payments/workers-spot to \"workers-spot-1761ff2f\"",
+    "  fix:     To roll a change out, create a new KubeadmConfig \"workers-spot-f442e1ec\" in namespace team-payments with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool team-payments/workers-spot to \"workers-spot-f442e1ec\"",
     "1 change judged: 1 rejected, 0 allowed with warnings, 0 allowed",
 ], &[])]
 #[case::in_place_edit_warn_mode("in-place-edit.yaml", &["--settings", "tests/fixtures/settings/warn.yaml"], 0, &[
@@ -86,10 +86,10 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
 ], &[])]
 #[case::rotation_target_missing("target-missing.yaml", &[], 0, &[
     "WARNING   UPDATE MachinePool team-payments/workers-spot",
-    "  warning: configRef target KubeadmConfig workers-spot-1761ff2f does not exist yet: the MachinePool waits for it",
+    "  warning: configRef target KubeadmConfig workers-spot-f442e1ec does not exist yet: the MachinePool waits for it",
 ], &["REJECTED"])]
 #[case::rotation_same_content("same-content.yaml", &[], 0, &[
-    "  warning: workers-spot-1761ff2f has the same content as workers-spot-8d2f0a1c: the rotation replaces every instance for nothing",
+    "  warning: workers-spot-f442e1ec has the same content as workers-spot-8d2f0a1c: the rotation replaces every instance for nothing",
 ], &["REJECTED"])]
 #[case::delete_referenced_config("delete-referenced.yaml", &[], 1, &[
     "REJECTED  DELETE KubeadmConfig team-payments/workers-ondemand-1a2b3c4d\n  at:      tests/fixtures/base/team-payments/workers-ondemand.json:1 (document 1)",
@@ -156,7 +156,7 @@ fn the_suggested_name_is_the_policys_and_following_it_passes() {
         "workers-spot-8d2f0a1c",
         &spec_fingerprint(config.get("spec"), &rules),
     );
-    assert_eq!(name, "workers-spot-1761ff2f");
+    assert_eq!(name, "workers-spot-f442e1ec");
     let rejected = check(&head("in-place-edit.yaml"), &[]);
     assert!(rejected
         .stdout
@@ -218,7 +218,7 @@ fn json_output_lists_each_judged_change() {
     assert_eq!(
         operations,
         [
-            ("CREATE", "workers-spot-1761ff2f", true),
+            ("CREATE", "workers-spot-f442e1ec", true),
             ("UPDATE", "workers-spot", true),
             ("DELETE", "workers-spot-8d2f0a1c", true),
         ]
@@ -229,7 +229,7 @@ fn json_output_lists_each_judged_change() {
     assert_eq!(code, 0);
     assert_eq!(
         list[0]["warnings"],
-        serde_json::json!(["configRef target KubeadmConfig workers-spot-1761ff2f does not exist yet: the MachinePool waits for it"])
+        serde_json::json!(["configRef target KubeadmConfig workers-spot-f442e1ec does not exist yet: the MachinePool waits for it"])
     );
 }
 
@@ -238,7 +238,7 @@ fn json_output_lists_each_judged_change() {
     "::error file=tests/fixtures/heads/in-place-edit.yaml,line=3,title=capi-rollout-check%3A UPDATE KubeadmConfig team-payments/workers-spot-8d2f0a1c::KubeadmConfig.bootstrap.cluster.x-k8s.io \"workers-spot-8d2f0a1c\" is invalid: [spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed]. ",
 ])]
 #[case::warning("target-missing.yaml", 0, &[
-    "::warning file=tests/fixtures/heads/target-missing.yaml,line=29,title=capi-rollout-check%3A UPDATE MachinePool team-payments/workers-spot::configRef target KubeadmConfig workers-spot-1761ff2f does not exist yet: the MachinePool waits for it\n",
+    "::warning file=tests/fixtures/heads/target-missing.yaml,line=29,title=capi-rollout-check%3A UPDATE MachinePool team-payments/workers-spot::configRef target KubeadmConfig workers-spot-f442e1ec does not exist yet: the MachinePool waits for it\n",
 ])]
 // A DELETE has no head document: the base file when head is a file ...
 #[case::delete_head_a_file("delete-referenced.yaml", 1, &[
@@ -375,7 +375,7 @@ fn usage_errors_exit_2() {
 #[case::in_place_edit("in-place-edit.yaml", 1, &[
     "REJECTED  UPDATE KubeadmConfigTemplate team-payments/workers-md-3c9d1e7a",
     "  changed: spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value (changed)\n",
-    "  fix:     To roll a change out, create a new KubeadmConfigTemplate \"workers-md-2ceb88e3\"",
+    "  fix:     To roll a change out, create a new KubeadmConfigTemplate \"workers-md-cd1977e4\"",
 ])]
 #[case::rotation("rotation.yaml", 0, &[
     "allowed   UPDATE MachineDeployment team-payments/workers-md\n  at:      tests/fixtures/templates/rotation.yaml:15 (document 2)\n  changed: spec.template.spec.bootstrap.configRef.name (changed)",
