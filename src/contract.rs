@@ -23,6 +23,7 @@ fn finding(
         violations,
         explanation: explanation.to_string(),
         warning,
+        suggested_name: None,
     })
 }
 

@@ -106,6 +106,7 @@ pub fn lookup_failed(what: &str, error: &str) -> Finding {
         warning: short_warning(&format!(
             "{what} lookup failed, judged by ownerReferences only: {error}"
         )),
+        suggested_name: None,
     }
 }
 
@@ -221,6 +222,7 @@ fn field<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verdict::ReportedViolation;
     use rstest::rstest;
     use serde_json::json;
 
@@ -321,6 +323,79 @@ mod tests {
             )
         );
         assert!(verdict.warnings.is_empty());
+    }
+
+    /// The name the remediation proposes for `new`'s spec, as the message words it.
+    fn proposed(new: &Value) -> String {
+        crate::fingerprint::suggested_name(
+            "worker-a",
+            &crate::fingerprint::spec_fingerprint(
+                new.get("spec"),
+                &Settings::default().field_rules("KubeadmConfig"),
+            ),
+        )
+    }
+
+    fn reported(field: &str, detail: &str, action: Action) -> ReportedViolation {
+        ReportedViolation {
+            field: field.to_string(),
+            detail: detail.to_string(),
+            action,
+        }
+    }
+
+    /// The violations and the suggested name as data, beside the message that words them.
+    #[rstest]
+    #[case::content_edit_rejected("reject", "alice", false, &[("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    #[case::content_edit_warned("warn", "alice", true, &[("spec.files[1].content", "Forbidden: changed", Action::Warn)], true)]
+    #[case::content_edit_allowed("allow", "alice", true, &[], false)]
+    #[case::exempt_user_keeps_what_was_found("reject", "admin", true, &[("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    #[case::strip_and_edit("reject", "strip", false, &[("metadata.ownerReferences", "Forbidden: removes the controller reference to MachinePool default/worker-a", Action::Reject), ("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    fn verdict_carries_violations_and_suggested_name(
+        #[case] mode: &str,
+        #[case] user: &str,
+        #[case] allowed: bool,
+        #[case] expected: &[(&str, &str, Action)],
+        #[case] suggests: bool,
+    ) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = config("KubeadmConfig", "v1beta2", files("y"), true);
+        if user == "strip" {
+            new = strip_owner(new);
+        }
+        let verdict = run(
+            json!({"inPlaceEdits": mode, "exemptUsers": ["admin"]}),
+            &update(&old, &new, user),
+        );
+        assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+        let expected: Vec<ReportedViolation> = expected
+            .iter()
+            .map(|(field, detail, action)| reported(field, detail, *action))
+            .collect();
+        assert_eq!(verdict.violations, expected);
+        let name = proposed(&new);
+        assert_eq!(verdict.suggested_name, suggests.then(|| name.clone()));
+        if let (false, Some(message)) = (allowed, &verdict.message) {
+            assert!(
+                message.contains(&format!("create a new KubeadmConfig \"{name}\"")),
+                "{message}"
+            );
+        }
+        // The AdmissionResponse has no place for them: they are in its message only.
+        let response = serde_json::to_value(verdict.into_response()).unwrap();
+        assert!(response.get("violations").is_none() && response.get("suggested_name").is_none());
+    }
+
+    #[test]
+    fn allowed_without_findings_carries_no_violations() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"] =
+            json!("ghijkl.0123456789abcdef");
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        assert!(verdict.allowed);
+        assert!(verdict.violations.is_empty());
+        assert_eq!(verdict.suggested_name, None);
     }
 
     #[rstest]

@@ -62,21 +62,23 @@ fn pools(subject: &Subject, owners: &[Owner]) -> String {
         .join(" and ")
 }
 
-/// The rotation that rolls a bootstrap change out, with the suggested new name.
+/// The rotation that rolls a bootstrap change out: the remediation text and the new name it
+/// suggests.
 pub fn rotation_remediation(
     subject: &Subject,
     owners: &[Owner],
     new_spec: Option<&Value>,
     rules: &FieldRules,
-) -> String {
+) -> (String, String) {
     let name = suggested_name(&subject.name, &spec_fingerprint(new_spec, rules));
     let kind = &subject.group_kind.kind;
-    format!(
+    let text = format!(
         "To roll a change out, create a new {kind} {name:?} in namespace {ns} with the desired \
          spec, then set spec.template.spec.bootstrap.configRef.name of {pools} to {name:?}",
         ns = subject.namespace,
         pools = pools(subject, owners),
-    )
+    );
+    (text, name)
 }
 
 /// The changed paths as field errors, at most [`MAX_REPORTED_PATHS`], then a count.
@@ -121,6 +123,7 @@ pub fn check(
     let violations = change_violations(&changes);
     let pools = pools(subject, owners);
     let first = violations[0].field.clone();
+    let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
     let others = if changes.len() > 1 {
         format!(" (+{} more)", changes.len() - 1)
     } else {
@@ -131,12 +134,12 @@ pub fn check(
         violations,
         explanation: format!(
             "The config is in use by {pools}, and CAPI does not roll in-place bootstrap edits out \
-             to existing instances (cluster-api #8858). {}",
-            rotation_remediation(subject, owners, new_spec, rules)
+             to existing instances (cluster-api #8858). {remediation}"
         ),
         warning: format!(
             "{first}{others} edited in place: not rolled out to {pools}; rotate configRef"
         ),
+        suggested_name: Some(name),
     })
 }
 
@@ -159,6 +162,7 @@ pub fn check_rotated_out(
             "{} {} is rotated out (no MachinePool references it): this edit reaches no node",
             subject.group_kind.kind, subject.name
         ),
+        suggested_name: None,
     })
 }
 
@@ -189,6 +193,7 @@ pub fn check_delete(
             "deleting {} breaks the reconcile of {pools}",
             subject.short()
         ),
+        suggested_name: None,
     })
 }
 
@@ -212,6 +217,7 @@ pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding>
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        suggested_name: None,
     })
 }
 

@@ -48,14 +48,14 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
 
 /// Rule 4: removing (or demoting) a MachinePool controller reference of an in-use config. Only
 /// the garbage collector and the controller identities may; anyone else could strip it and
-/// then edit the config unchecked.
+/// then edit the config unchecked. `remediation` gives the rotation text and the name it suggests.
 pub fn check_removal(
     settings: &Settings,
     requester: &Requester,
     namespace: &str,
     old_owners: &[Owner],
     new_object: Option<&Value>,
-    remediation: impl FnOnce() -> String,
+    remediation: impl FnOnce() -> (String, String),
 ) -> Option<Finding> {
     if settings.in_place_edits == Action::Ignore
         || requester.is_garbage_collector()
@@ -75,6 +75,7 @@ pub fn check_removal(
         .iter()
         .map(|o| format!("MachinePool {namespace}/{}", o.name))
         .collect();
+    let (remediation, name) = remediation();
     Some(Finding {
         action: settings.in_place_edits,
         violations: pools
@@ -89,13 +90,13 @@ pub fn check_removal(
         explanation: format!(
             "Only the garbage collector and CAPI's controllers (controllerUsers) may remove it: \
              without it, later in-place edits of this config would go unchecked. Keep \
-             metadata.ownerReferences as CAPI set it. {}",
-            remediation()
+             metadata.ownerReferences as CAPI set it. {remediation}"
         ),
         warning: format!(
             "removing the controller reference to {} hides later in-place edits from this policy",
             pools.join(", ")
         ),
+        suggested_name: Some(name),
     })
 }
 

@@ -92,6 +92,7 @@ pub fn check(
                 request.group_kind.kind, request.namespace
             ),
             warning: String::new(),
+            suggested_name: None,
         });
     }
     findings.extend(check_config_ref(settings, request.version, new_ref));
@@ -127,6 +128,7 @@ fn warning(text: String) -> Finding {
         violations: Vec::new(),
         explanation: String::new(),
         warning: text,
+        suggested_name: None,
     }
 }
 
@@ -193,6 +195,7 @@ fn check_target(
                 target.kind, request.namespace, request.name
             ),
             warning: String::new(),
+            suggested_name: None,
         });
     }
     if let Some(old_id) = old_ref.map(RefIdentity::of) {

@@ -102,6 +102,7 @@ pub fn check(
                     subject.group_kind.kind
                 ),
                 warning: String::new(),
+                suggested_name: None,
             }],
             Some(Err(e)) => vec![lookup_failed("MachineDeployment/MachineSet", &e)],
             _ => Vec::new(),
@@ -139,6 +140,7 @@ fn check_update(
                  (label topology.cluster.x-k8s.io/owned): change the ClusterClass's template instead"
             ),
             warning: format!("{first} of a topology-managed {kind} edited: the topology controller owns it"),
+            suggested_name: None,
         }];
     }
     let classes = cluster_classes(request.old_object);
@@ -151,6 +153,7 @@ fn check_update(
                 "ClusterClass {} uses this template: every Cluster of it rolls its Machines at the next reconcile",
                 classes.join(", ")
             ),
+            suggested_name: None,
         }];
     }
     let mut findings = Vec::new();
@@ -164,6 +167,7 @@ fn check_update(
                     "{kind} {} is referenced by no MachineDeployment or MachineSet: this edit reaches no Machine",
                     subject.name
                 ),
+                suggested_name: None,
             }];
         }
         Some(Ok(users)) => users.join(" and "),
@@ -189,6 +193,7 @@ fn check_update(
             ns = subject.namespace,
         ),
         warning: format!("{first} edited in place: not rolled out to existing Machines; copy and rotate configRef"),
+        suggested_name: Some(name),
     });
     findings
 }

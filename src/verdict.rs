@@ -39,6 +39,16 @@ pub struct Finding {
     pub explanation: String,
     /// The short form, used when the finding only warns (or for exempt requesters).
     pub warning: String,
+    /// The name the remediation proposes for the rotated config or template, when it proposes one.
+    pub suggested_name: Option<String>,
+}
+
+/// A violation as reported in a [`Verdict`]: the field, the detail and what the rule did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportedViolation {
+    pub field: String,
+    pub detail: String,
+    pub action: Action,
 }
 
 /// The object a request is about, for messages.
@@ -67,6 +77,12 @@ pub struct Verdict {
     pub code: Option<u16>,
     pub warnings: Vec<String>,
     pub audit_annotations: BTreeMap<String, String>,
+    /// The violations of the rejecting and warning findings, as data (tools and the playground;
+    /// not part of the AdmissionResponse).
+    pub violations: Vec<ReportedViolation>,
+    /// The rotation name the first finding that proposes one suggests (not part of the
+    /// AdmissionResponse either).
+    pub suggested_name: Option<String>,
 }
 
 /// Cuts a warning to [`WARNING_LIMIT`] characters.
@@ -108,10 +124,27 @@ impl Verdict {
             .filter(|f| f.action == Action::Warn)
             .map(|f| short_warning(&f.warning))
             .collect();
+        let reported = findings
+            .iter()
+            .filter(|f| f.action != Action::Ignore)
+            .flat_map(|f| {
+                f.violations.iter().map(|v| ReportedViolation {
+                    field: v.field.clone(),
+                    detail: v.detail.clone(),
+                    action: f.action,
+                })
+            })
+            .collect();
+        let suggested_name = findings
+            .iter()
+            .filter(|f| f.action != Action::Ignore)
+            .find_map(|f| f.suggested_name.clone());
         if rejecting.is_empty() {
             return Verdict {
                 allowed: true,
                 warnings,
+                violations: reported,
+                suggested_name,
                 ..Verdict::default()
             };
         }
@@ -140,6 +173,8 @@ impl Verdict {
             code: Some(403),
             warnings,
             audit_annotations: BTreeMap::new(),
+            violations: reported,
+            suggested_name,
         }
     }
 
@@ -163,9 +198,12 @@ impl Verdict {
             code: None,
             warnings: self.warnings,
             audit_annotations,
+            violations: self.violations,
+            suggested_name: self.suggested_name,
         }
     }
 
+    /// The AdmissionResponse: `violations` and `suggested_name` are already in the message.
     pub fn into_response(self) -> ValidationResponse {
         ValidationResponse {
             accepted: self.allowed,

@@ -184,3 +184,34 @@ fn a_template_kind_of_an_unlisted_config_is_untouched() {
         Verdict::accept()
     );
 }
+
+/// A template edit reports its path and the copy's name as data, the same name its message
+/// proposes (the playground and tools read these instead of parsing the message).
+#[test]
+fn a_template_edit_reports_the_path_and_the_copy_name() {
+    let verdict = run(
+        json!({}),
+        &update(
+            &template("KubeadmConfigTemplate", "v1beta2", "a"),
+            &template("KubeadmConfigTemplate", "v1beta2", "b"),
+            "alice",
+        ),
+    );
+    let fields: Vec<&str> = verdict
+        .violations
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect();
+    assert_eq!(fields, ["spec.template.spec.files[0].content"]);
+    let name = verdict.suggested_name.clone().unwrap();
+    assert!(
+        name.starts_with("md-0-") && name.len() == "md-0-".len() + 8,
+        "{name}"
+    );
+    assert_ne!(name, "md-0-0123abcd");
+    let message = verdict.message.unwrap();
+    assert!(
+        message.contains(&format!("create a new KubeadmConfigTemplate {name:?}")),
+        "{message}"
+    );
+}
