@@ -1,11 +1,13 @@
 //! waPC glue: the Kubewarden entry points and nothing else. The rules live in the pure
 //! modules below and are evaluated by [`engine::validate_payload_with`]; lookups, when the
-//! context-aware mode is on, go through [`host_lookups`].
+//! context-aware mode is on, go through [`host_lookups`]. Without the `wapc` feature (the
+//! browser playground) only the rules are built.
 
 pub mod contract;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
+#[cfg(feature = "wapc")]
 pub mod host_lookups;
 pub mod identity;
 pub mod in_place_edit;
@@ -20,9 +22,11 @@ pub mod template;
 pub mod topology;
 pub mod verdict;
 
+#[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
 /// Registers the three functions every Kubewarden policy exports.
+#[cfg(feature = "wapc")]
 #[no_mangle]
 pub extern "C" fn wapc_init() {
     // The module is built with panic = "abort": a panic traps. Send its message to the host
@@ -41,12 +45,14 @@ pub extern "C" fn wapc_init() {
     guest::register_function("panic_probe", |_| panic!("panic probe reached"));
 }
 
+#[cfg(feature = "wapc")]
 fn validate(payload: &[u8]) -> CallResult {
     let lookups = host_lookups::HostLookups(host_lookups::wapc_host_call);
     let verdict = engine::validate_payload_with(payload, &lookups);
     Ok(serde_json::to_vec(&verdict.into_response())?)
 }
 
+#[cfg(feature = "wapc")]
 fn validate_settings(payload: &[u8]) -> CallResult {
     Ok(serde_json::to_vec(&settings::validate_settings_payload(
         payload,

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use serde_json::{Map, Value};
 
@@ -480,12 +481,17 @@ fn parse_paths(value: &Value, key: &str) -> Result<Vec<PathPattern>, Vec<String>
     })
 }
 
-/// The `validate_settings` entry point: never an error, always a verdict naming the problem.
-pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
-    let result = serde_json::from_slice::<Value>(payload)
+/// The settings of a `validate_settings` payload, or the message that refuses them.
+pub fn settings_from_payload(payload: &[u8]) -> Result<Settings, String> {
+    serde_json::from_slice::<Value>(payload)
         .map_err(|e| format!("settings are not valid JSON: {e}"))
-        .and_then(|v| Settings::from_value(&v));
-    match result {
+        .and_then(|v| Settings::from_value(&v))
+}
+
+/// The `validate_settings` entry point: never an error, always a verdict naming the problem.
+#[cfg(feature = "wapc")]
+pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
+    match settings_from_payload(payload) {
         Ok(_) => SettingsValidationResponse {
             valid: true,
             message: None,

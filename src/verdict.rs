@@ -1,8 +1,11 @@
 //! Findings of the rules and the verdict they add up to, worded the way CAPI's webhooks word
 //! their errors: `Kind.group "name" is invalid: [path: Forbidden: detail, ...]`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+#[cfg(feature = "wapc")]
+use std::collections::HashMap;
 
+#[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::response::ValidationResponse;
 
 use crate::kinds::GroupKind;
@@ -204,6 +207,7 @@ impl Verdict {
     }
 
     /// The AdmissionResponse: `violations` and `suggested_name` are already in the message.
+    #[cfg(feature = "wapc")]
     pub fn into_response(self) -> ValidationResponse {
         ValidationResponse {
             accepted: self.allowed,
