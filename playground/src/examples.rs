@@ -205,8 +205,17 @@ impl Example {
     }
 }
 
-/// Every scenario of `dir`, sorted by name: offered ones, and the names left out with why.
-pub fn collect(dir: &Path) -> Result<(Vec<Example>, Vec<(String, String)>), String> {
+/// The scenarios of a directory, sorted by name.
+#[derive(Debug, Default)]
+pub struct Collected {
+    /// The examples the page offers.
+    pub offered: Vec<Example>,
+    /// The names left out, with why.
+    pub left_out: Vec<(String, String)>,
+}
+
+/// Every scenario of `dir`: offered ones, and the names left out with why.
+pub fn collect(dir: &Path) -> Result<Collected, String> {
     let mut dirs: Vec<_> = fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(Result::ok)
@@ -229,5 +238,5 @@ pub fn collect(dir: &Path) -> Result<(Vec<Example>, Vec<(String, String)>), Stri
             },
         }
     }
-    Ok((offered, left_out))
+    Ok(Collected { offered, left_out })
 }

@@ -10,13 +10,14 @@ fn main() -> ExitCode {
         eprintln!("usage: playground-examples SCENARIOS_DIR OUTPUT.json");
         return ExitCode::from(2);
     };
-    let (offered, left_out) = match capi_rollout_playground::examples::collect(Path::new(dir)) {
+    let found = match capi_rollout_playground::examples::collect(Path::new(dir)) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("playground-examples: {e}");
             return ExitCode::FAILURE;
         }
     };
+    let (offered, left_out) = (found.offered, found.left_out);
     let json = match serde_json::to_string(&offered) {
         Ok(json) => json,
         Err(e) => {
