@@ -142,7 +142,16 @@ pub fn admission_request(
     let subject = subject.ok_or_else(|| {
         (
             input,
-            format!("the {label} object is empty: a {operation} request needs it"),
+            format!(
+                "the {label} object is empty: {} request needs it",
+                if operation == "UPDATE" {
+                    "an UPDATE"
+                } else if operation == "CREATE" {
+                    "a CREATE"
+                } else {
+                    "a DELETE"
+                }
+            ),
         )
     })?;
     if operation == "UPDATE" && old.is_none() {

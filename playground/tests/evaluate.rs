@@ -196,7 +196,7 @@ fn bad_settings_are_refused_as_kubewarden_refuses_them(
     "UPDATE",
     "",
     "new",
-    "the new object is empty: a UPDATE request needs it"
+    "the new object is empty: an UPDATE request needs it"
 )]
 #[case::no_api_version(
     "UPDATE",
@@ -209,6 +209,12 @@ fn bad_settings_are_refused_as_kubewarden_refuses_them(
     "apiVersion: v1\nmetadata: {name: x}",
     "new",
     "the new object has no kind"
+)]
+#[case::empty_new_create(
+    "CREATE",
+    "# only a comment",
+    "new",
+    "the new object is empty: a CREATE request needs it"
 )]
 #[case::kind_changed("UPDATE", "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: EKSConfig\nmetadata: {name: x}", "old", "the old object is a \"KubeadmConfig\" and the new one a \"EKSConfig\": an UPDATE keeps the kind")]
 #[case::bad_operation(
