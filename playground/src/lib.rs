@@ -296,8 +296,8 @@ pub fn evaluate_json(
     })
 }
 
-/// The browser binding: `evaluate(oldYaml, newYaml, operation, settings, contextJson)` returns
-/// the [`Answer`] as a JSON string.
+/// The browser binding: `evaluate(oldYaml, newYaml, operation, settings[, contextJson])` returns
+/// the [`Answer`] as a JSON string; `contextJson` is `{"username", "groups", "subResource"}`.
 #[cfg(target_arch = "wasm32")]
 pub mod wasm {
     use wasm_bindgen::prelude::*;
@@ -317,8 +317,9 @@ pub mod wasm {
         new_yaml: &str,
         operation: &str,
         settings: &str,
-        context_json: &str,
+        context_json: Option<String>,
     ) -> String {
-        super::evaluate_json(old_yaml, new_yaml, operation, settings, context_json)
+        let context_json = context_json.unwrap_or_default();
+        super::evaluate_json(old_yaml, new_yaml, operation, settings, &context_json)
     }
 }
