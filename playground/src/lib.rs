@@ -185,7 +185,7 @@ pub fn admission_request(
         _ => (None, old),
     };
     let mut request = json!({
-        "uid": "00000000-0000-0000-0000-00000000000p",
+        "uid": "playground",
         "kind": gvk, "requestKind": gvk,
         "resource": resource, "requestResource": resource,
         "name": text(subject, "/metadata/name").unwrap_or(""),
