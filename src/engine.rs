@@ -13,7 +13,7 @@ use crate::lookups::{
 use crate::ownership::{check_removal, machine_pool_controllers, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
-use crate::settings::{settings_of, Action, Settings};
+use crate::settings::{settings_of, Settings};
 use crate::template;
 use crate::topology::controller_may_patch;
 use crate::verdict::{short_warning, Finding, Subject, Verdict};
@@ -99,15 +99,9 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
 /// A failed lookup never fails the request: the ownerReference rules decide, and a warning
 /// says so.
 pub fn lookup_failed(what: &str, error: &str) -> Finding {
-    Finding {
-        action: Action::Warn,
-        violations: Vec::new(),
-        explanation: String::new(),
-        warning: short_warning(&format!(
-            "{what} lookup failed, judged by ownerReferences only: {error}"
-        )),
-        suggested_name: None,
-    }
+    Finding::warning(short_warning(&format!(
+        "{what} lookup failed, judged by ownerReferences only: {error}"
+    )))
 }
 
 fn machine_pool(
@@ -222,6 +216,7 @@ fn field<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Action;
     use crate::verdict::ReportedViolation;
     use rstest::rstest;
     use serde_json::json;

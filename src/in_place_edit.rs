@@ -154,16 +154,10 @@ pub fn check_rotated_out(
     if changed_fields("spec", old_spec, new_spec, rules).is_empty() {
         return None;
     }
-    Some(Finding {
-        action: Action::Warn,
-        violations: Vec::new(),
-        explanation: String::new(),
-        warning: format!(
-            "{} {} is rotated out (no MachinePool references it): this edit reaches no node",
-            subject.group_kind.kind, subject.name
-        ),
-        suggested_name: None,
-    })
+    Some(Finding::warning(format!(
+        "{} {} is rotated out (no MachinePool references it): this edit reaches no node",
+        subject.group_kind.kind, subject.name
+    )))
 }
 
 /// With lookups: deleting a config a live MachinePool references stops the pool's reconcile,
@@ -203,22 +197,16 @@ pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding>
     if consumers.is_empty() {
         return None;
     }
-    Some(Finding {
-        action: Action::Warn,
-        violations: Vec::new(),
-        explanation: String::new(),
-        warning: format!(
-            "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
-            subject.group_kind.kind,
-            subject.name,
-            consumers
-                .iter()
-                .map(|o| o.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        suggested_name: None,
-    })
+    Some(Finding::warning(format!(
+        "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
+        subject.group_kind.kind,
+        subject.name,
+        consumers
+            .iter()
+            .map(|o| o.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )))
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ pub fn check(
         settings.is_bootstrap_template(&target.group, &target.kind)
     };
     if resolvable && !covered {
-        findings.push(warning(format!(
+        findings.push(Finding::warning(format!(
             "configRef kind {} is not in bootstrapConfigKinds: its in-place edits are not checked",
             target.qualified()
         )));
@@ -120,16 +120,6 @@ pub fn check(
         }
     }
     Ok(findings)
-}
-
-fn warning(text: String) -> Finding {
-    Finding {
-        action: Action::Warn,
-        violations: Vec::new(),
-        explanation: String::new(),
-        warning: text,
-        suggested_name: None,
-    }
 }
 
 /// With lookups, on a rotation: the new target exists, no other pool controls it, it differs
@@ -156,7 +146,7 @@ fn check_target(
     ) {
         Ok(Some(config)) => config,
         Ok(None) => {
-            return vec![warning(format!(
+            return vec![Finding::warning(format!(
                 "configRef target {short} does not exist yet: the MachinePool waits for it"
             ))]
         }
@@ -212,7 +202,7 @@ fn check_target(
                 if canonical_form("spec", old_config.get("spec"), &rules)
                     == canonical_form("spec", new_config.get("spec"), &rules)
                 {
-                    findings.push(warning(format!(
+                    findings.push(Finding::warning(format!(
                         "{} has the same content as {}: the rotation replaces every instance for nothing",
                         new_id.name, old_id.name
                     )));

@@ -145,30 +145,18 @@ fn check_update(
     }
     let classes = cluster_classes(request.old_object);
     if !classes.is_empty() {
-        return vec![Finding {
-            action: Action::Warn,
-            violations: Vec::new(),
-            explanation: String::new(),
-            warning: format!(
-                "ClusterClass {} uses this template: every Cluster of it rolls its Machines at the next reconcile",
-                classes.join(", ")
-            ),
-            suggested_name: None,
-        }];
+        return vec![Finding::warning(format!(
+            "ClusterClass {} uses this template: every Cluster of it rolls its Machines at the next reconcile",
+            classes.join(", ")
+        ))];
     }
     let mut findings = Vec::new();
     let users = match lookups.map(|l| users(settings, l, subject, false)) {
         Some(Ok(users)) if users.is_empty() => {
-            return vec![Finding {
-                action: Action::Warn,
-                violations: Vec::new(),
-                explanation: String::new(),
-                warning: format!(
-                    "{kind} {} is referenced by no MachineDeployment or MachineSet: this edit reaches no Machine",
-                    subject.name
-                ),
-                suggested_name: None,
-            }];
+            return vec![Finding::warning(format!(
+                "{kind} {} is referenced by no MachineDeployment or MachineSet: this edit reaches no Machine",
+                subject.name
+            ))];
         }
         Some(Ok(users)) => users.join(" and "),
         Some(Err(e)) => {

@@ -46,6 +46,19 @@ pub struct Finding {
     pub suggested_name: Option<String>,
 }
 
+impl Finding {
+    /// A finding that only warns: no field violations, nothing to explain in a rejection.
+    pub fn warning(text: impl Into<String>) -> Self {
+        Finding {
+            action: Action::Warn,
+            violations: Vec::new(),
+            explanation: String::new(),
+            warning: text.into(),
+            suggested_name: None,
+        }
+    }
+}
+
 /// A violation as reported in a [`Verdict`]: the field, the detail and what the rule did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReportedViolation {
