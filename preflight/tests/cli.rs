@@ -21,6 +21,19 @@ struct Run {
     stderr: String,
 }
 
+impl Run {
+    /// Every fragment is in stdout.
+    fn assert_says(&self, expected: &[&str]) {
+        for fragment in expected {
+            assert!(
+                self.stdout.contains(fragment),
+                "missing {fragment:?} in\n{}",
+                self.stdout
+            );
+        }
+    }
+}
+
 fn run(args: &[&str], stdin: Option<&str>) -> Run {
     let mut child = Command::new(env!("CARGO_BIN_EXE_capi-rollout-check"))
         .args(args)
@@ -126,13 +139,7 @@ fn text_report(
     let result = check(&head(head_file), extra);
     assert_eq!(result.code, code, "{}{}", result.stdout, result.stderr);
     assert!(result.stderr.is_empty(), "{}", result.stderr);
-    for fragment in expected {
-        assert!(
-            result.stdout.contains(fragment),
-            "missing {fragment:?} in\n{}",
-            result.stdout
-        );
-    }
+    result.assert_says(expected);
     for fragment in absent {
         assert!(
             !result.stdout.contains(fragment),
@@ -254,13 +261,7 @@ fn json_output_lists_each_judged_change() {
 fn github_output(#[case] head_file: &str, #[case] code: i32, #[case] expected: &[&str]) {
     let result = check(&head(head_file), &["--output", "github"]);
     assert_eq!(result.code, code, "{}{}", result.stdout, result.stderr);
-    for fragment in expected {
-        assert!(
-            result.stdout.contains(fragment),
-            "missing {fragment:?} in\n{}",
-            result.stdout
-        );
-    }
+    result.assert_says(expected);
     // Every line is a workflow command but the closing summary.
     let lines: Vec<&str> = result.stdout.lines().collect();
     if code != 2 {
@@ -396,11 +397,5 @@ fn bootstrap_templates(#[case] head_file: &str, #[case] code: i32, #[case] expec
         None,
     );
     assert_eq!(result.code, code, "{}{}", result.stdout, result.stderr);
-    for fragment in expected {
-        assert!(
-            result.stdout.contains(fragment),
-            "missing {fragment:?} in\n{}",
-            result.stdout
-        );
-    }
+    result.assert_says(expected);
 }
