@@ -100,6 +100,12 @@ function show(answer, millis) {
     firstVerdict = false;
     performance.mark('first-verdict');
   }
+}
+
+// data-verdicts counts the verdicts whose whole state is written: the panel AND the link in
+// the address bar. Whatever reads the page after the count moves (a person copying the URL,
+// the browser test) sees inputs, verdict and fragment that belong together.
+function signalVerdict() {
   document.body.dataset.verdicts = String(Number(document.body.dataset.verdicts ?? 0) + 1);
 }
 
@@ -109,8 +115,14 @@ function markUnused() {
   fields.new.disabled = op === 'DELETE';
 }
 
+// Runs overlap: each awaits the fragment's compression, and a newer one (a keystroke, a click)
+// may start meanwhile. Only the newest writes the URL and signals, so an older run can never
+// put its inputs into the link after a newer verdict is on screen.
+let latestRun = 0;
+
 async function run() {
   if (!ready) return;
+  const thisRun = ++latestRun;
   markUnused();
   const v = inputs();
   const context = JSON.stringify({
@@ -127,7 +139,10 @@ async function run() {
     answer = { kind: 'inputError', input: '', error: `internal error, please report it: ${error.message ?? error}` };
   }
   show(answer, performance.now() - started);
-  history.replaceState(null, '', '#' + await encodeInputs(v));
+  const fragment = '#' + await encodeInputs(v);
+  if (thisRun !== latestRun) return;
+  history.replaceState(null, '', fragment);
+  signalVerdict();
 }
 
 function loadExample(name) {
