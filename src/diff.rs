@@ -4,6 +4,11 @@
 //! - Fill-once fields count unless the old value was empty (absent, null, "", false, [], {}).
 //! - Absent, null, `[]` and `{}` are the same thing: Go's `omitempty` drops all of them, and
 //!   CAPI itself creates empty `joinConfiguration` / `discovery.bootstrapToken` objects.
+//! - A zero-valued leaf (`false`, `0`, `""`) present in the old object and absent in the new
+//!   one is not a change: the providers' defaulters prune zero-valued `omitempty` fields on
+//!   every write (CAPI v1.10's KubeadmConfig defaulter, RKE2 since v0.21), whoever sends the
+//!   request, and the Go value a provider renders from is the same either way. Any other
+//!   change of such a field (added, or changed to another value) still counts.
 //!
 //! The walk visits keys in sorted order, so the reported paths are deterministic.
 
@@ -88,6 +93,16 @@ fn same_option(a: Option<&Value>, b: Option<&Value>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => same(a, b),
         (None, None) => true,
+        _ => false,
+    }
+}
+
+/// The zero value of a scalar: what a defaulter's `omitempty` pruning removes.
+fn is_zero_scalar(value: &Value) -> bool {
+    match value {
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
         _ => false,
     }
 }
@@ -257,6 +272,7 @@ fn walk(
                 });
             }
         }
+        (Some(old), None) if is_zero_scalar(old) => {}
         (old, new) => {
             let kind = match (is_absent(old), is_absent(new)) {
                 (true, true) => return,

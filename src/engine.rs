@@ -15,7 +15,6 @@ use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
 use crate::settings::{settings_of, Settings};
 use crate::template;
-use crate::topology::controller_may_patch;
 use crate::verdict::{short_warning, Finding, Subject, Verdict};
 
 /// The `validate` entry point without lookups.
@@ -90,6 +89,9 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
         bootstrap_config(settings, &request, &subject, lookups)
     };
     let verdict = Verdict::from_findings(&subject, &findings);
+    if request.requester.is_controller(settings) {
+        return verdict.by_controller(request.requester.username);
+    }
     match request.requester.exemption(settings) {
         Some(reason) => verdict.exempt(&reason),
         None => verdict,
@@ -183,11 +185,12 @@ fn bootstrap_config(
                         request.object,
                         || rotation_remediation(subject, &in_use, new_spec, &rules),
                     ));
-                    if !controller_may_patch(settings, &request.requester, request.old_object) {
-                        findings.extend(in_place_edit::check(
-                            settings, subject, &in_use, &rules, old_spec, new_spec,
-                        ));
-                    }
+                    // The topology controller's in-place patches (cluster-api #10496) and
+                    // every other controllerUsers write are judged too, and then allowed with
+                    // the changed paths in the audit log (Verdict::by_controller).
+                    findings.extend(in_place_edit::check(
+                        settings, subject, &in_use, &rules, old_spec, new_spec,
+                    ));
                 }
             }
             if field(request.object, "status") != field(request.old_object, "status") {
@@ -216,8 +219,9 @@ fn field<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider_writes::DEFAULT_CONTROLLER_USERS;
     use crate::settings::Action;
-    use crate::verdict::ReportedViolation;
+    use crate::verdict::{ReportedViolation, CONTROLLER_WRITE_ANNOTATION};
     use rstest::rstest;
     use serde_json::json;
 
@@ -225,6 +229,8 @@ mod tests {
     const KUBEADM_BOOTSTRAP: &str =
         "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager";
     const CAPI_MANAGER: &str = "system:serviceaccount:capi-system:capi-manager";
+    /// A third-party provider's controller, not in the default controllerUsers.
+    const ACME_BOOTSTRAP: &str = "system:serviceaccount:acme-system:acme-bootstrap-manager";
 
     fn owner_ref(version: &str) -> Value {
         json!({"apiVersion": format!("cluster.x-k8s.io/{version}"), "kind": "MachinePool",
@@ -482,9 +488,10 @@ mod tests {
     #[rstest]
     #[case::controller_patches_topology_config(true, true, CAPI_MANAGER, true)]
     #[case::someone_else_on_topology_config(true, true, "alice", false)]
-    #[case::controller_on_plain_config(false, false, CAPI_MANAGER, false)]
+    // controllerUsers are never refused, label or not (audited: controller_writes_are_audited).
+    #[case::controller_on_plain_config(false, false, CAPI_MANAGER, true)]
     #[case::label_borrowed_in_the_same_request(false, true, "alice", false)]
-    #[case::label_added_by_the_controller_itself(false, true, CAPI_MANAGER, false)]
+    #[case::label_added_by_the_controller_itself(false, true, CAPI_MANAGER, true)]
     fn clusterclass_topology(
         #[case] old_label: bool,
         #[case] new_label: bool,
@@ -501,6 +508,66 @@ mod tests {
             new_label,
         );
         assert_eq!(run(json!({}), &update(&old, &new, user)).allowed, allowed);
+    }
+
+    /// Every default controller identity (CAPI core and each default kind's provider, as
+    /// clusterctl installs them: provider_writes::DEFAULT_CONTROLLER_USERS) may change a config
+    /// in use in place: allowed, no warning, the changed paths in the audit log. The same
+    /// request from a person is refused with the same paths.
+    #[rstest]
+    fn controller_writes_are_audited_never_refused(
+        #[values(0, 1, 2, 3, 4, 5, 6, 7)] index: usize,
+        #[values("KubeadmConfig", "RKE2Config")] kind: &str,
+    ) {
+        let controller = DEFAULT_CONTROLLER_USERS[index];
+        let old = config(kind, "v1beta2", files("x"), true);
+        let new = config(kind, "v1beta2", files("y"), true);
+        let verdict = run(json!({}), &update(&old, &new, controller));
+        assert!(verdict.allowed, "{controller}: {verdict:?}");
+        assert!(verdict.warnings.is_empty());
+        assert_eq!(verdict.message, None);
+        assert_eq!(
+            verdict.audit_annotations[CONTROLLER_WRITE_ANNOTATION],
+            format!(
+                "allowed because {controller:?} is in controllerUsers; would have rejected: \
+                 [spec.files[1].content: Forbidden: changed]"
+            )
+        );
+        let person = run(json!({}), &update(&old, &new, "alice"));
+        assert!(!person.allowed);
+        assert!(person
+            .message
+            .unwrap()
+            .contains("[spec.files[1].content: Forbidden: changed]"));
+        assert!(person.audit_annotations.is_empty());
+    }
+
+    #[rstest]
+    #[case::warn_mode(json!({"inPlaceEdits": "warn"}), "would have warned: [spec.files[1].content: Forbidden: changed]")]
+    #[case::allow_mode_finds_nothing(json!({"inPlaceEdits": "allow"}), "")]
+    fn controller_writes_never_warn(#[case] settings: Value, #[case] audited: &str) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let new = config("KubeadmConfig", "v1beta2", files("y"), true);
+        let verdict = run(settings, &update(&old, &new, KUBEADM_BOOTSTRAP));
+        assert!(verdict.allowed);
+        assert!(verdict.warnings.is_empty(), "{:?}", verdict.warnings);
+        let annotation = verdict.audit_annotations.get(CONTROLLER_WRITE_ANNOTATION);
+        match audited {
+            "" => assert_eq!(annotation, None),
+            fragment => assert!(annotation.unwrap().ends_with(fragment), "{annotation:?}"),
+        }
+    }
+
+    #[test]
+    fn a_controller_token_rotation_leaves_no_trace() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"] =
+            json!("ghijkl.0123456789abcdef");
+        assert_eq!(
+            run(json!({}), &update(&old, &new, KUBEADM_BOOTSTRAP)),
+            Verdict::accept()
+        );
     }
 
     #[test]
@@ -603,7 +670,7 @@ mod tests {
         let old = config("KubeadmConfig", "v1beta2", files("x"), true);
         let mut new = config("KubeadmConfig", "v1beta2", files("y"), true);
         new["status"] = json!({"initialization": {"dataSecretCreated": true}, "dataSecretName": "worker-a-0123abcd"});
-        let mut req = update(&old, &new, KUBEADM_BOOTSTRAP);
+        let mut req = update(&old, &new, "alice");
         req["subResource"] = json!("status");
         let verdict = run(json!({}), &req);
         assert!(!verdict.allowed);
@@ -617,7 +684,8 @@ mod tests {
         let old = config("KubeadmConfig", version, files("x"), true);
         let mut new = old.clone();
         new["status"] = status;
-        let mut req = update(&old, &new, KUBEADM_BOOTSTRAP);
+        // A provider this policy does not know the controller of: flagged to it.
+        let mut req = update(&old, &new, ACME_BOOTSTRAP);
         req["subResource"] = json!("status");
         let verdict = run(json!({}), &req);
         assert!(verdict.allowed);
@@ -627,6 +695,15 @@ mod tests {
             .message
             .unwrap()
             .contains("[status.dataSecretName: Required: "));
+        // CABPK itself (a controllerUsers identity): never refused, the finding audited.
+        req["userInfo"]["username"] = json!(KUBEADM_BOOTSTRAP);
+        let verdict = run(json!({"contractViolations": "reject"}), &req);
+        assert!(
+            verdict.allowed && verdict.warnings.is_empty(),
+            "{verdict:?}"
+        );
+        assert!(verdict.audit_annotations[CONTROLLER_WRITE_ANNOTATION]
+            .contains("would have rejected: [status.dataSecretName: Required: "));
         // Unchanged status on a main-resource update is not flagged again.
         let mut later = new.clone();
         later["metadata"]["labels"]["x"] = json!("y");

@@ -76,7 +76,7 @@ pub fn suggested_name(current: &str, fingerprint: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::in_place_edit::default_field_rules;
+    use crate::provider_writes::default_field_rules;
     use rstest::rstest;
     use serde_json::json;
 

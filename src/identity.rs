@@ -41,7 +41,7 @@ impl<'a> Requester<'a> {
             .map(|g| format!("user {:?} is in exempt group {g:?}", self.username))
     }
 
-    /// One of `controllerUsers` (CAPI's manager by default).
+    /// One of `controllerUsers` (CAPI's and the default providers' controllers by default).
     pub fn is_controller(&self, settings: &Settings) -> bool {
         settings.controller_users.iter().any(|u| u == self.username)
     }
@@ -84,6 +84,19 @@ mod tests {
     #[case::other_namespace("system:serviceaccount:other:capi-manager", false)]
     #[case::kubeadm_bootstrap(
         "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager",
+        true
+    )]
+    #[case::rke2_bootstrap(
+        "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager",
+        true
+    )]
+    #[case::k3s_default_service_account(
+        "system:serviceaccount:capi-k3s-bootstrap-system:default",
+        true
+    )]
+    #[case::default_service_account_elsewhere("system:serviceaccount:capi-system:default", false)]
+    #[case::prefix_only(
+        "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap",
         false
     )]
     fn controller_identity(#[case] username: &str, #[case] expected: bool) {

@@ -2,57 +2,22 @@
 //! rolled out to the pool's existing instances (cluster-api #8858, #4145), so it is refused
 //! with every changed field and the rotation that does roll it out.
 //!
-//! Not compared, per kind (extendable in the settings):
-//! - machine-only fields, any change allowed: the bootstrap token CAPI rotates every ~7.5 min;
-//! - fill-once fields, allowed from empty to a value: the discovery fields CAPI fills and the
-//!   v1beta1 defaults. Empty objects equal absent ones (see [`crate::diff`]), which covers the
-//!   empty `joinConfiguration` / `discovery.bootstrapToken` objects CAPI creates.
+//! Not compared, per kind (extendable in the settings), as [`crate::provider_writes`] lists
+//! them: machine-only fields, any change allowed (the bootstrap token CAPI rotates every
+//! ~7.5 min), and fill-once fields, allowed from empty to a value (the discovery fields CAPI
+//! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
+//! no change (see [`crate::diff`]).
 
 use serde_json::Value;
 
 use crate::diff::{changed_fields, Change, FieldRules};
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::ownership::Owner;
-use crate::paths::PathPattern;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
 /// At most this many changed paths are listed; the rest are counted.
 pub const MAX_REPORTED_PATHS: usize = 10;
-
-const KUBEADM_IGNORED: &[&str] = &["spec.joinConfiguration.discovery.bootstrapToken.token"];
-const KUBEADM_FILL_ONCE: &[&str] = &[
-    "spec.joinConfiguration.discovery.bootstrapToken.apiServerEndpoint",
-    "spec.joinConfiguration.discovery.bootstrapToken.caCertHashes",
-    "spec.joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification",
-    "spec.joinConfiguration.discovery.file.kubeConfig.cluster.server",
-    "spec.joinConfiguration.discovery.file.kubeConfig.cluster.certificateAuthorityData",
-    "spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion",
-    "spec.format",
-    "spec.initConfiguration.nodeRegistration.imagePullPolicy",
-    "spec.joinConfiguration.nodeRegistration.imagePullPolicy",
-];
-/// k0s and k3s may copy the version from the owner when it is empty.
-const VERSION_FILL_ONCE: &[&str] = &["spec.version"];
-
-/// The built-in non-compared fields of a kind.
-pub fn default_field_rules(kind: &str) -> FieldRules {
-    let (ignored, fill_once): (&[&str], &[&str]) = match kind {
-        "KubeadmConfig" => (KUBEADM_IGNORED, KUBEADM_FILL_ONCE),
-        "K0sWorkerConfig" | "KThreesConfig" => (&[], VERSION_FILL_ONCE),
-        _ => (&[], &[]),
-    };
-    let parse = |paths: &[&str]| {
-        paths
-            .iter()
-            .filter_map(|p| PathPattern::parse(p).ok())
-            .collect()
-    };
-    FieldRules {
-        ignored: parse(ignored),
-        fill_once: parse(fill_once),
-    }
-}
 
 fn pools(subject: &Subject, owners: &[Owner]) -> String {
     owners

@@ -15,6 +15,7 @@ pub mod kinds;
 pub mod lookups;
 pub mod ownership;
 pub mod paths;
+pub mod provider_writes;
 pub mod request;
 pub mod rotation;
 pub mod settings;

@@ -8,14 +8,11 @@ use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use serde_json::{Map, Value};
 
 use crate::diff::FieldRules;
-use crate::in_place_edit::default_field_rules;
 use crate::kinds::{
     is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS, TEMPLATE_SUFFIX,
 };
 use crate::paths::PathPattern;
-
-/// The identity of CAPI's core manager (topology controller included), default install names.
-pub const DEFAULT_CONTROLLER_USER: &str = "system:serviceaccount:capi-system:capi-manager";
+use crate::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
 
 /// What to do with a finding of one rule family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +64,7 @@ impl Default for Settings {
             contract_violations: Action::Warn,
             exempt_users: Vec::new(),
             exempt_groups: Vec::new(),
-            controller_users: vec![DEFAULT_CONTROLLER_USER.to_string()],
+            controller_users: DEFAULT_CONTROLLER_USERS.map(String::from).to_vec(),
             bootstrap_config_kinds: DEFAULT_BOOTSTRAP_CONFIG_KINDS
                 .iter()
                 .map(|kind| GroupKind::new(BOOTSTRAP_GROUP, kind))
@@ -527,7 +524,7 @@ mod tests {
         let defaults = Settings::default();
         assert_eq!(defaults.in_place_edits, Action::Reject);
         assert_eq!(defaults.contract_violations, Action::Warn);
-        assert_eq!(defaults.controller_users, [DEFAULT_CONTROLLER_USER]);
+        assert_eq!(defaults.controller_users, DEFAULT_CONTROLLER_USERS);
         assert_eq!(defaults.bootstrap_config_kinds.len(), 8);
     }
 

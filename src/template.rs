@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use crate::diff::{changed_fields_at, FieldRules};
+use crate::diff::changed_fields_at;
 use crate::engine::lookup_failed;
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
@@ -19,6 +19,7 @@ use crate::kinds::{
     at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
 };
 use crate::lookups::{consumers, is_being_deleted, referencing, Lookups};
+use crate::provider_writes::default_template_field_rules;
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
 use crate::topology::is_topology_owned;
@@ -121,7 +122,9 @@ fn check_update(
         template_spec(request.old_object),
         template_spec(request.object),
     );
-    let changes = changed_fields_at(&TEMPLATE_SPEC, old, new, &FieldRules::default());
+    // What the provider's template defaulter writes (RKE2's format) is no edit.
+    let rules = default_template_field_rules(&subject.group_kind.kind);
+    let changes = changed_fields_at(&TEMPLATE_SPEC, old, new, &rules);
     if changes.is_empty() {
         return Vec::new();
     }
@@ -129,9 +132,8 @@ fn check_update(
     let violations = change_violations(&changes);
     let first = violations[0].field.clone();
     if is_topology_owned(request.old_object) {
-        if request.requester.is_controller(settings) {
-            return Vec::new();
-        }
+        // The topology controller itself is allowed by the engine (controllerUsers), with
+        // these paths in the audit log.
         return vec![Finding {
             action: settings.template_edits,
             violations,
@@ -165,10 +167,7 @@ fn check_update(
         }
         None => "the MachineDeployments and MachineSets that use it".to_string(),
     };
-    let name = suggested_name(
-        &subject.name,
-        &spec_fingerprint(new, &FieldRules::default()),
-    );
+    let name = suggested_name(&subject.name, &spec_fingerprint(new, &rules));
     findings.push(Finding {
         action: settings.template_edits,
         violations,

@@ -16,6 +16,11 @@ pub const WARNING_LIMIT: usize = 120;
 /// The audit annotation set when an exempt requester would have been rejected or warned.
 pub const EXEMPTION_ANNOTATION: &str = "capi-bootstrap-rollout-policy/exemption";
 
+/// The audit annotation set when a `controllerUsers` identity wrote what others may not: CAPI's
+/// and the providers' controllers are never refused nor warned, but their in-place edits stay
+/// visible in the audit log.
+pub const CONTROLLER_WRITE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/controller-write";
+
 /// One field-level problem: `spec.files[2].content: Forbidden: changed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -213,6 +218,45 @@ impl Verdict {
             message: None,
             code: None,
             warnings: self.warnings,
+            audit_annotations,
+            violations: self.violations,
+            suggested_name: self.suggested_name,
+        }
+    }
+
+    /// A `controllerUsers` identity (CAPI's or a bootstrap provider's controller) is never
+    /// refused and never warned: a refused token rotation or defaulting write stops the
+    /// reconcile. What the rules found goes into the audit log, the changed paths by name.
+    pub fn by_controller(self, username: &str) -> Self {
+        if self.allowed && self.warnings.is_empty() && self.violations.is_empty() {
+            return self;
+        }
+        // The field violations name the paths; findings without any (a rotated-out edit, a
+        // failed lookup) are told by their warnings.
+        let found: Vec<String> = self
+            .violations
+            .iter()
+            .map(|v| match v.field.as_str() {
+                "" => v.detail.clone(),
+                field => format!("{field}: {}", v.detail),
+            })
+            .collect();
+        let told = if found.is_empty() {
+            self.warnings.join(" | ")
+        } else {
+            format!("[{}]", found.join(", "))
+        };
+        let outcome = format!(
+            "allowed because {username:?} is in controllerUsers; would have {}: {told}",
+            if self.allowed { "warned" } else { "rejected" }
+        );
+        let mut audit_annotations = self.audit_annotations;
+        audit_annotations.insert(CONTROLLER_WRITE_ANNOTATION.to_string(), outcome);
+        Verdict {
+            allowed: true,
+            message: None,
+            code: None,
+            warnings: Vec::new(),
             audit_annotations,
             violations: self.violations,
             suggested_name: self.suggested_name,

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use capi_bootstrap_rollout_policy::kinds::{
     BOOTSTRAP_GROUP, CAPI_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS,
 };
-use capi_bootstrap_rollout_policy::settings::{Settings, DEFAULT_CONTROLLER_USER};
+use capi_bootstrap_rollout_policy::provider_writes::DEFAULT_CONTROLLER_USERS;
+use capi_bootstrap_rollout_policy::settings::Settings;
 use rstest::rstest;
 use serde_json::{json, Value};
 
@@ -69,7 +70,16 @@ fn documented_defaults() -> Value {
         "contractViolations": "warn",
         "exemptUsers": [],
         "exemptGroups": [],
-        "controllerUsers": ["system:serviceaccount:capi-system:capi-manager"],
+        "controllerUsers": [
+            "system:serviceaccount:capi-system:capi-manager",
+            "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager",
+            "system:serviceaccount:capa-system:capa-controller-manager",
+            "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager",
+            "system:serviceaccount:capi-k3s-bootstrap-system:default",
+            "system:serviceaccount:k0smotron:k0smotron-controller-manager-bootstrap",
+            "system:serviceaccount:capi-microk8s-bootstrap-system:capi-microk8s-bootstrap-controller-manager",
+            "system:serviceaccount:cabpt-system:default",
+        ],
         "bootstrapConfigKinds": [
             {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"},
             {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "EKSConfig"},
@@ -535,7 +545,7 @@ fn policy_settings_are_the_documented_defaults() {
     );
     assert_eq!(
         documented_defaults()["controllerUsers"],
-        json!([DEFAULT_CONTROLLER_USER])
+        json!(DEFAULT_CONTROLLER_USERS)
     );
 }
 
