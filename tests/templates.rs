@@ -4,7 +4,7 @@
 
 use capi_bootstrap_rollout_policy::engine::evaluate;
 use capi_bootstrap_rollout_policy::settings::Settings;
-use capi_bootstrap_rollout_policy::verdict::Verdict;
+use capi_bootstrap_rollout_policy::verdict::{Verdict, CONTROLLER_WRITE_ANNOTATION};
 use rstest::rstest;
 use serde_json::{json, Value};
 
@@ -135,6 +135,18 @@ fn clusterclass(
     let old = shape(template("KubeadmConfigTemplate", "v1beta2", "a"));
     let new = shape(template("KubeadmConfigTemplate", "v1beta2", "b"));
     let verdict = run(json!({}), &update(&old, &new, user));
+    if user == CAPI_MANAGER {
+        // The topology controller: allowed, never warned, its edit named in the audit log.
+        assert!(verdict.allowed && verdict.warnings.is_empty(), "{verdict:?}");
+        assert_eq!(
+            verdict.audit_annotations[CONTROLLER_WRITE_ANNOTATION],
+            format!(
+                "allowed because {CAPI_MANAGER:?} is in controllerUsers; would have rejected: \
+                 [spec.template.spec.files[0].content: Forbidden: changed]"
+            )
+        );
+        return;
+    }
     expect(&verdict, allowed, fragment);
 }
 
