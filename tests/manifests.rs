@@ -4,6 +4,8 @@
 //! to fix. Cargo.toml is the source of the version, name, license and repository; the policy's
 //! own settings code is the source of the defaults.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -19,13 +21,6 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const NAME: &str = env!("CARGO_PKG_NAME");
 const LICENSE: &str = env!("CARGO_PKG_LICENSE");
 const REPOSITORY: &str = env!("CARGO_PKG_REPOSITORY");
-
-/// Relative to the crate: the steering repo's shared/ sits beside the work tree.
-const CAP_CRD: &str =
-    "../shared/crds/kubewarden/policies.kubewarden.io_clusteradmissionpolicies.yaml";
-const MACHINE_POOL_CRD: &str = "../shared/crds/cluster-api/cluster.x-k8s.io_machinepools.yaml";
-const KUBEADM_CONFIG_CRD: &str =
-    "../shared/crds/cluster-api/bootstrap.cluster.x-k8s.io_kubeadmconfigs.yaml";
 
 const METADATA_SECTION: &str = "io.kubewarden.metadata";
 const USAGE_ANNOTATION: &str = "io.kubewarden.policy.usage";
@@ -137,11 +132,33 @@ fn find_rule<'a>(rules: &'a [Value], resource: &str) -> &'a Value {
     found[0]
 }
 
-fn served_versions(crd: &Value) -> BTreeSet<String> {
-    list(&crd["spec"]["versions"], "CRD spec.versions")
+/// The served versions of a CRD kind, from crds/ (one file per served version; each repeats
+/// the CRD's group and plural).
+fn crd_versions(kind: &str) -> Vec<Value> {
+    let versions: Vec<Value> = common::crd_schemas()
+        .into_iter()
+        .map(|(_, crd)| crd)
+        .filter(|crd| crd["kind"] == json!(kind))
+        .collect();
+    assert!(!versions.is_empty(), "crds/ has no schema of {kind}");
+    versions
+}
+
+/// What every version of a kind says alike: its group or plural.
+fn crd_field<'a>(versions: &'a [Value], field: &str) -> &'a str {
+    let value = text(&versions[0][field], field);
+    assert!(
+        versions.iter().all(|v| v[field] == json!(value)),
+        "crds/: the versions of {} disagree on {field}",
+        versions[0]["kind"]
+    );
+    value
+}
+
+fn served_versions(versions: &[Value]) -> BTreeSet<String> {
+    versions
         .iter()
-        .filter(|v| v["served"] == json!(true))
-        .map(|v| text(&v["name"], "CRD version name").to_string())
+        .map(|v| text(&v["version"], "CRD version name").to_string())
         .collect()
 }
 
@@ -325,14 +342,11 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
         "metadata.yml: MachinePools, configs, configs/status"
     );
 
-    let machine_pool_crd = yaml(MACHINE_POOL_CRD);
-    let plural = text(
-        &machine_pool_crd["spec"]["names"]["plural"],
-        "MachinePool plural",
-    );
+    let machine_pool_crd = crd_versions("MachinePool");
+    let plural = crd_field(&machine_pool_crd, "plural");
     let pools = find_rule(rules, plural);
     assert_eq!(pools["apiGroups"], json!([CAPI_GROUP]));
-    assert_eq!(machine_pool_crd["spec"]["group"], json!(CAPI_GROUP));
+    assert_eq!(crd_field(&machine_pool_crd, "group"), CAPI_GROUP);
     let listed: BTreeSet<String> = list(&pools["apiVersions"], "apiVersions")
         .iter()
         .map(|v| text(v, "apiVersion").to_string())
@@ -354,12 +368,9 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
         .iter()
         .map(|kind| format!("{}s", kind.to_lowercase()))
         .collect();
-    let kubeadm_crd = yaml(KUBEADM_CONFIG_CRD);
-    assert_eq!(kubeadm_crd["spec"]["group"], json!(BOOTSTRAP_GROUP));
-    let kubeadm_plural = text(
-        &kubeadm_crd["spec"]["names"]["plural"],
-        "KubeadmConfig plural",
-    );
+    let kubeadm_crd = crd_versions("KubeadmConfig");
+    assert_eq!(crd_field(&kubeadm_crd, "group"), BOOTSTRAP_GROUP);
+    let kubeadm_plural = crd_field(&kubeadm_crd, "plural");
     assert!(resources.contains(&kubeadm_plural.to_string()));
 
     // Then their templates: kind + "Template", as Settings::is_bootstrap_template derives them.
@@ -375,7 +386,7 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
     assert_eq!(configs["operations"], json!(["CREATE", "UPDATE", "DELETE"]));
 
     let statuses: Vec<String> = resources.iter().map(|r| format!("{r}/status")).collect();
-    for version in list(&kubeadm_crd["spec"]["versions"], "KubeadmConfig versions") {
+    for version in &kubeadm_crd {
         assert!(
             version["subresources"].get("status").is_some(),
             "KubeadmConfig serves /status in every version"
@@ -411,9 +422,9 @@ fn close_objects(schema: &mut Value) {
 
 #[test]
 fn policy_yaml_validates_against_the_cluster_admission_policy_crd() {
-    let crd = yaml(CAP_CRD);
     let policy = yaml("policy.yaml");
-    let group = text(&crd["spec"]["group"], "CRD group");
+    let crd = crd_versions("ClusterAdmissionPolicy");
+    let group = crd_field(&crd, "group");
     let api_version = text(&policy["apiVersion"], "policy.yaml apiVersion");
     let (policy_group, policy_version) = api_version
         .split_once('/')
@@ -421,14 +432,14 @@ fn policy_yaml_validates_against_the_cluster_admission_policy_crd() {
     assert_eq!(policy_group, group, "policy.yaml: apiVersion group");
     assert_eq!(policy_version, "v1", "policy.yaml: use the v1 API");
     assert_eq!(
-        policy["kind"], crd["spec"]["names"]["kind"],
+        policy["kind"],
+        json!("ClusterAdmissionPolicy"),
         "policy.yaml: kind"
     );
-    let version = list(&crd["spec"]["versions"], "CRD versions")
+    let version = crd
         .iter()
-        .find(|v| v["name"] == json!(policy_version))
-        .expect("CRD serves policy.yaml's version");
-    assert_eq!(version["served"], json!(true));
+        .find(|v| v["version"] == json!(policy_version))
+        .expect("the CRD serves policy.yaml's version");
 
     let name = text(&policy["metadata"]["name"], "policy.yaml metadata.name");
     assert!(
@@ -442,7 +453,7 @@ fn policy_yaml_validates_against_the_cluster_admission_policy_crd() {
         "policy.yaml: metadata.name {name:?} is not a DNS subdomain name"
     );
 
-    let mut schema = version["schema"]["openAPIV3Schema"].clone();
+    let mut schema = version["openAPIV3Schema"].clone();
     close_objects(&mut schema);
     let validator = jsonschema::validator_for(&schema).expect("the CRD schema compiles");
     let errors: Vec<String> = validator
@@ -451,7 +462,7 @@ fn policy_yaml_validates_against_the_cluster_admission_policy_crd() {
         .collect();
     assert!(
         errors.is_empty(),
-        "policy.yaml does not validate against {CAP_CRD}:\n{}",
+        "policy.yaml does not validate against crds/kubewarden/ClusterAdmissionPolicy.{policy_version}.json:\n{}",
         errors.join("\n")
     );
 }
