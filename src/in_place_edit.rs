@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::diff::{changed_fields, Change, FieldRules};
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::ownership::Owner;
+use crate::provider_writes::as_defaulted;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
@@ -44,6 +45,18 @@ pub fn rotation_remediation(
         pools = pools(subject, owners),
     );
     (text, name)
+}
+
+/// The changed fields of a config's spec, the request's `object` compared with its `oldObject`
+/// as the provider's defaulter would have left it (RKE2's user data).
+fn compared_changes(
+    subject: &Subject,
+    rules: &FieldRules,
+    old_spec: Option<&Value>,
+    new_spec: Option<&Value>,
+) -> Vec<Change> {
+    let (old, new) = as_defaulted(&subject.group_kind.kind, old_spec, new_spec);
+    changed_fields("spec", old.as_deref(), new.as_deref(), rules)
 }
 
 /// The changed paths as field errors, at most [`MAX_REPORTED_PATHS`], then a count.
@@ -81,7 +94,7 @@ pub fn check(
     if owners.is_empty() || settings.in_place_edits == Action::Ignore {
         return None;
     }
-    let changes = changed_fields("spec", old_spec, new_spec, rules);
+    let changes = compared_changes(subject, rules, old_spec, new_spec);
     if changes.is_empty() {
         return None;
     }
@@ -116,7 +129,7 @@ pub fn check_rotated_out(
     old_spec: Option<&Value>,
     new_spec: Option<&Value>,
 ) -> Option<Finding> {
-    if changed_fields("spec", old_spec, new_spec, rules).is_empty() {
+    if compared_changes(subject, rules, old_spec, new_spec).is_empty() {
         return None;
     }
     Some(Finding::warning(format!(

@@ -16,7 +16,13 @@
 //! - k0s: `spec.version` filled from the owner (as k3s). CAPA (EKSConfig, NodeadmConfig),
 //!   MicroK8s and Talos write no spec of an existing object.
 
+use std::borrow::Cow;
+
+use serde_json::{Map, Number, Value};
+use yaml_rust2::{Yaml, YamlLoader};
+
 use crate::diff::FieldRules;
+use crate::kinds::at;
 use crate::paths::PathPattern;
 
 /// The controller identities of CAPI core and of every default bootstrap kind's provider, as
@@ -112,5 +118,214 @@ pub fn default_template_field_rules(kind: &str) -> FieldRules {
     match kind {
         "RKE2ConfigTemplate" => rules(&[], RKE2_TEMPLATE_FILL_ONCE),
         _ => FieldRules::default(),
+    }
+}
+
+/// The keys RKE2's defaulter deletes from `agentConfig.additionalUserData.data` on every write
+/// (rancher/cluster-api-provider-rke2 bootstrap/api/v1beta2/rke2config_webhook.go,
+/// `CorrectArbitraryData`; the controllers of v0.2-v0.20 deleted them too, in
+/// bootstrap/internal/cloudinit/cloudinit.go `cleanupArbitraryData`): the bootstrap data
+/// writes them itself.
+pub const RKE2_DROPPED_USER_DATA_KEYS: [&str; 3] = ["write_files", "ntp", "runcmd"];
+const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
+
+/// The two config specs as RKE2's defaulter leaves them, for comparison: in
+/// `agentConfig.additionalUserData.data` the dropped keys are gone and every value that is a
+/// YAML map or list stands for its parsed content, since the defaulter re-emits each one
+/// (gopkg.in/yaml.v3, its own indentation; v0.11-v0.19 controllers did the same). A person's
+/// change of what a value says is still a change of `...data.<key>`. `spec` is a config's
+/// `spec` or a template's `spec.template.spec`; other kinds, and RKE2 specs whose user data is
+/// the same text on both sides, are returned as they are.
+pub fn as_defaulted<'a>(
+    config_kind: &str,
+    old: Option<&'a Value>,
+    new: Option<&'a Value>,
+) -> (Option<Cow<'a, Value>>, Option<Cow<'a, Value>>) {
+    let user_data = |spec: Option<&'a Value>| spec.and_then(|s| at(s, &USER_DATA));
+    if config_kind != "RKE2Config" || user_data(old) == user_data(new) {
+        return (old.map(Cow::Borrowed), new.map(Cow::Borrowed));
+    }
+    let normalise = |spec: Option<&'a Value>| {
+        spec.map(|spec| {
+            let mut spec = spec.clone();
+            if let Some(Value::Object(data)) = at_mut(&mut spec, &USER_DATA) {
+                for key in RKE2_DROPPED_USER_DATA_KEYS {
+                    data.remove(key);
+                }
+                for value in data.values_mut() {
+                    if let Some(parsed) = value.as_str().and_then(parsed_yaml) {
+                        *value = parsed;
+                    }
+                }
+            }
+            Cow::Owned(spec)
+        })
+    };
+    (normalise(old), normalise(new))
+}
+
+fn at_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
+    keys.iter().try_fold(value, |v, key| v.get_mut(*key))
+}
+
+/// A user-data value as RKE2's defaulter reads it: a YAML map or list (an empty or comment-only
+/// value is the empty map) stands for its content, written as sorted JSON after a NUL so it
+/// never equals a plain text and a change is reported at `data.<key>` itself; `None` for
+/// scalars and unreadable YAML, which the defaulter leaves as text.
+fn parsed_yaml(text: &str) -> Option<Value> {
+    let documents = YamlLoader::load_from_str(text).ok()?;
+    let content = match documents.into_iter().next() {
+        None => Value::Object(Map::new()),
+        Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_to_json(document)?,
+        Some(_) => return None,
+    };
+    Some(Value::String(format!("\u{0}yaml:{content}")))
+}
+
+/// A parsed YAML node as JSON; map keys that are not strings are written as their YAML text.
+fn yaml_to_json(node: Yaml) -> Option<Value> {
+    Some(match node {
+        Yaml::Null => Value::Null,
+        Yaml::Boolean(b) => Value::Bool(b),
+        Yaml::Integer(i) => Value::from(i),
+        Yaml::Real(text) => match text.parse::<f64>().ok().and_then(Number::from_f64) {
+            Some(n) => Value::Number(n),
+            None => Value::String(text),
+        },
+        Yaml::String(s) => Value::String(s),
+        Yaml::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .map(yaml_to_json)
+                .collect::<Option<Vec<_>>>()?,
+        ),
+        Yaml::Hash(entries) => {
+            let mut map = Map::new();
+            for (key, value) in entries {
+                let key = match key {
+                    Yaml::String(s) => s,
+                    Yaml::Integer(i) => i.to_string(),
+                    Yaml::Real(r) => r,
+                    Yaml::Boolean(b) => b.to_string(),
+                    Yaml::Null => "null".to_string(),
+                    _ => return None,
+                };
+                map.insert(key, yaml_to_json(value)?);
+            }
+            Value::Object(map)
+        }
+        Yaml::Alias(_) | Yaml::BadValue => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diff::changed_fields;
+    use rstest::rstest;
+    use serde_json::json;
+
+    /// The changes the policy sees between two specs of `kind`: the defaulter applied, the
+    /// kind's built-in rules.
+    fn changes(kind: &str, old: Value, new: Value) -> Vec<String> {
+        let (old, new) = as_defaulted(kind, Some(&old), Some(&new));
+        changed_fields(
+            "spec",
+            old.as_deref(),
+            new.as_deref(),
+            &default_field_rules(kind),
+        )
+        .into_iter()
+        .map(|c| format!("{} {}", c.path, c.kind.as_str()))
+        .collect()
+    }
+
+    fn user_data(data: Value) -> Value {
+        json!({"agentConfig": {"format": "cloud-config", "additionalUserData": {"data": data}}})
+    }
+
+    // What the providers' own machinery does to an existing config: no edit.
+    #[rstest]
+    // cluster-api v1.10 bootstrap/kubeadm/internal/webhooks/kubeadmconfig.go registers the
+    // defaulter with admission.DefaulterRemoveUnknownOrOmitableFields; controller-runtime
+    // v0.20 pkg/webhook/admission/defaulter_custom.go then keeps the removal of every
+    // zero-valued omitempty field (UseExperimentalRetryJoin is a plain bool, omitempty).
+    #[case::kubeadm_prunes_a_false_bool("KubeadmConfig", json!({"useExperimentalRetryJoin": false, "files": [{"path": "/a", "append": false}]}), json!({"files": [{"path": "/a"}]}))]
+    #[case::kubeadm_prunes_empty_string_and_zero("KubeadmConfig", json!({"joinConfiguration": {"nodeRegistration": {"criSocket": "", "name": "n"}, "timeouts": {"discoverySeconds": 0}}}), json!({"joinConfiguration": {"nodeRegistration": {"name": "n"}}}))]
+    #[case::kubeadm_prunes_empty_list_and_map("KubeadmConfig", json!({"preKubeadmCommands": [], "mounts": [], "diskSetup": {}}), json!({}))]
+    // k3s-io/cluster-api-k3s bootstrap/api/v1beta2/kthreesconfig_webhook.go
+    // (*KThreesConfig).Default: both fields set when nil, on CREATE and UPDATE (since v0.2.0).
+    #[case::k3s_defaults_server_config("KThreesConfig", json!({"version": "v1.31.1+k3s1", "serverConfig": {"tlsSan": ["a"]}}), json!({"version": "v1.31.1+k3s1", "serverConfig": {"tlsSan": ["a"], "disableCloudController": true, "cloudProviderName": "external"}}))]
+    #[case::k3s_defaults_a_missing_server_config("KThreesConfig", json!({"version": "v1.31.1+k3s1"}), json!({"version": "v1.31.1+k3s1", "serverConfig": {"disableCloudController": true, "cloudProviderName": "external"}}))]
+    // k3s bootstrap/controllers/kthreesconfig_controller.go reconcileTopLevelObjectSettings.
+    #[case::k3s_controller_fills_version("KThreesConfig", json!({}), json!({"version": "v1.31.1+k3s1"}))]
+    // rancher/cluster-api-provider-rke2 bootstrap/api/v1beta2/rke2config_webhook.go
+    // DefaultRKE2ConfigSpec: format "cloud-config" when empty.
+    #[case::rke2_defaults_format("RKE2Config", json!({"agentConfig": {"nodeName": "n"}}), json!({"agentConfig": {"nodeName": "n", "format": "cloud-config"}}))]
+    // ... and CorrectArbitraryData: deletes write_files, ntp and runcmd; re-emits each map
+    // value with yaml.v3 (indent 2, "\n  " prefix), each list value with a "\n" prefix.
+    #[case::rke2_rewrites_user_data("RKE2Config",
+        user_data(json!({"write_files": "- path: /etc/x", "ntp": "enabled: true", "runcmd": "- reboot",
+                         "bootcmd": "[echo one, 'echo two']", "users": "ubuntu: {sudo: ALL}", "hostname": "node-a"})),
+        user_data(json!({"bootcmd": "\n- echo one\n- echo two\n", "users": "\n  ubuntu:\n    sudo: ALL\n  ", "hostname": "node-a"})))]
+    #[case::rke2_empty_value_becomes_an_empty_map("RKE2Config", user_data(json!({"users": "# none yet"})), user_data(json!({"users": "\n  {}\n  "})))]
+    // RKE2 v0.20.1+ prunes like CAPI v1.10 (the same controller-runtime option).
+    #[case::rke2_prunes("RKE2Config", json!({"agentConfig": {"format": "cloud-config", "airGapped": false, "nodeName": ""}}), json!({"agentConfig": {"format": "cloud-config"}}))]
+    fn provider_machinery_is_no_edit(#[case] kind: &str, #[case] old: Value, #[case] new: Value) {
+        assert_eq!(changes(kind, old, new), Vec::<String>::new());
+    }
+
+    // The same fields changed by a person, or a value once set changed: still edits, by path.
+    #[rstest]
+    #[case::kubeadm_bool_flipped("KubeadmConfig", json!({"useExperimentalRetryJoin": false}), json!({"useExperimentalRetryJoin": true}), &["spec.useExperimentalRetryJoin changed"])]
+    #[case::kubeadm_true_removed("KubeadmConfig", json!({"useExperimentalRetryJoin": true}), json!({}), &["spec.useExperimentalRetryJoin removed"])]
+    #[case::kubeadm_zero_added("KubeadmConfig", json!({}), json!({"useExperimentalRetryJoin": false}), &["spec.useExperimentalRetryJoin added"])]
+    #[case::kubeadm_string_emptied("KubeadmConfig", json!({"joinConfiguration": {"nodeRegistration": {"criSocket": "unix:///run/containerd/containerd.sock"}}}), json!({"joinConfiguration": {"nodeRegistration": {"criSocket": ""}}}), &["spec.joinConfiguration.nodeRegistration.criSocket changed"])]
+    #[case::kubeadm_list_element_removed("KubeadmConfig", json!({"preKubeadmCommands": ["a", ""]}), json!({"preKubeadmCommands": ["a"]}), &["spec.preKubeadmCommands[1] removed"])]
+    #[case::k3s_cloud_provider_changed("KThreesConfig", json!({"serverConfig": {"disableCloudController": true, "cloudProviderName": "external"}}), json!({"serverConfig": {"disableCloudController": true, "cloudProviderName": "aws"}}), &["spec.serverConfig.cloudProviderName changed"])]
+    #[case::k3s_cloud_controller_enabled("KThreesConfig", json!({"serverConfig": {"disableCloudController": true}}), json!({"serverConfig": {"disableCloudController": false}}), &["spec.serverConfig.disableCloudController changed"])]
+    #[case::rke2_format_changed("RKE2Config", json!({"agentConfig": {"format": "cloud-config"}}), json!({"agentConfig": {"format": "ignition"}}), &["spec.agentConfig.format changed"])]
+    #[case::rke2_user_data_says_something_else("RKE2Config",
+        user_data(json!({"bootcmd": "[echo one, echo two]", "hostname": "node-a"})),
+        user_data(json!({"bootcmd": "\n- echo one\n- echo three\n", "hostname": "node-b"})),
+        &["spec.agentConfig.additionalUserData.data.bootcmd changed", "spec.agentConfig.additionalUserData.data.hostname changed"])]
+    #[case::rke2_user_data_key_added("RKE2Config", user_data(json!({"bootcmd": "- a"})), user_data(json!({"bootcmd": "\n- a\n", "users": "\n  ubuntu: {}\n  "})), &["spec.agentConfig.additionalUserData.data.users added"])]
+    #[case::rke2_map_becomes_text("RKE2Config", user_data(json!({"users": "a: b"})), user_data(json!({"users": "a: b c: d"})), &["spec.agentConfig.additionalUserData.data.users changed"])]
+    // Other kinds are compared as text: only RKE2's defaulter rewrites user data.
+    #[case::eks_text_is_text("EKSConfig", user_data(json!({"bootcmd": "[a]"})), user_data(json!({"bootcmd": "\n- a\n"})), &["spec.agentConfig.additionalUserData.data.bootcmd changed"])]
+    fn edits_of_the_same_fields_still_count(
+        #[case] kind: &str,
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] expected: &[&str],
+    ) {
+        assert_eq!(changes(kind, old, new), expected);
+    }
+
+    #[test]
+    fn templates_get_the_rke2_format_default_under_spec_template_spec() {
+        let rules = default_template_field_rules("RKE2ConfigTemplate");
+        let old = json!({"agentConfig": {"nodeName": "n"}});
+        let new = json!({"agentConfig": {"nodeName": "n", "format": "cloud-config"}});
+        let root = ["spec", "template", "spec"];
+        assert!(crate::diff::changed_fields_at(&root, Some(&old), Some(&new), &rules).is_empty());
+        let kubeadm = default_template_field_rules("KubeadmConfigTemplate");
+        assert_eq!(
+            crate::diff::changed_fields_at(&root, Some(&old), Some(&new), &kubeadm).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn unreadable_yaml_and_scalars_stay_text() {
+        for text in ["[unclosed", "just words", "42", "*alias"] {
+            assert_eq!(parsed_yaml(text), None, "{text}");
+        }
+        assert_eq!(parsed_yaml(""), parsed_yaml("\n  {}\n  "));
+        assert_eq!(
+            parsed_yaml("{a: 1, b: [x]}"),
+            parsed_yaml("b:\n- x\na: 1\n")
+        );
+        assert_ne!(parsed_yaml("{a: 1}"), parsed_yaml("{a: '1'}"));
     }
 }

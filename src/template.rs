@@ -16,10 +16,11 @@ use crate::engine::lookup_failed;
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
 use crate::kinds::{
-    at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
+    at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT,
+    MACHINE_SET, TEMPLATE_SUFFIX,
 };
 use crate::lookups::{consumers, is_being_deleted, referencing, Lookups};
-use crate::provider_writes::default_template_field_rules;
+use crate::provider_writes::{as_defaulted, default_template_field_rules};
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
 use crate::topology::is_topology_owned;
@@ -123,12 +124,19 @@ fn check_update(
         template_spec(request.object),
     );
     // What the provider's template defaulter writes (RKE2's format) is no edit.
-    let rules = default_template_field_rules(&subject.group_kind.kind);
-    let changes = changed_fields_at(&TEMPLATE_SPEC, old, new, &rules);
+    let kind = &subject.group_kind.kind;
+    let rules = default_template_field_rules(kind);
+    let config_kind = kind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(kind);
+    let (old_defaulted, new_defaulted) = as_defaulted(config_kind, old, new);
+    let changes = changed_fields_at(
+        &TEMPLATE_SPEC,
+        old_defaulted.as_deref(),
+        new_defaulted.as_deref(),
+        &rules,
+    );
     if changes.is_empty() {
         return Vec::new();
     }
-    let kind = &subject.group_kind.kind;
     let violations = change_violations(&changes);
     let first = violations[0].field.clone();
     if is_topology_owned(request.old_object) {
