@@ -3,11 +3,10 @@
 
 use serde_json::Value;
 
+use crate::config_ref::CONFIG_REF;
 use crate::kinds::{at, str_field};
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
-
-pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 
 fn finding(
     settings: &Settings,

@@ -15,7 +15,7 @@ use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
 use crate::settings::{settings_of, Settings};
 use crate::template;
-use crate::verdict::{short_warning, Finding, Subject, Verdict};
+use crate::verdict::{Finding, Subject, Verdict};
 
 /// The `validate` entry point without lookups.
 pub fn validate_payload(payload: &[u8]) -> Verdict {
@@ -98,14 +98,6 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
     }
 }
 
-/// A failed lookup never fails the request: the ownerReference rules decide, and a warning
-/// says so.
-pub fn lookup_failed(what: &str, error: &str) -> Finding {
-    Finding::warning(short_warning(&format!(
-        "{what} lookup failed, judged by ownerReferences only: {error}"
-    )))
-}
-
 fn machine_pool(
     settings: &Settings,
     request: &Request,
@@ -127,7 +119,7 @@ fn bootstrap_config(
     // With lookups, the pools of the namespace, listed once.
     let pools = lookups.map(|l| machine_pools(l, &settings.capi_version, request.namespace));
     if let Some(Err(e)) = &pools {
-        findings.push(lookup_failed("MachinePool", e));
+        findings.push(Finding::lookup_failed("MachinePool", e));
     }
     let pools = pools.and_then(Result::ok);
     let referencing_pools = |live_only: bool| -> Vec<Owner> {

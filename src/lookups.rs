@@ -1,5 +1,5 @@
 //! Lookups: what the context-aware mode asks the cluster. Behind a small trait so the rules
-//! stay pure: the wasm module asks the host ([`crate::host_lookups`]), tests pass a fake, and
+//! stay pure: the wasm module asks the host (the `host_lookups` module), tests pass a fake, and
 //! tools can serve lookups from manifests.
 //!
 //! A config is **in use** when the current `configRef` of a MachinePool in its namespace names
@@ -8,9 +8,9 @@
 
 use serde_json::Value;
 
+use crate::config_ref::{config_ref, RefIdentity};
 use crate::kinds::{at, GroupKind, CAPI_GROUP, MACHINE_POOL};
 use crate::ownership::Owner;
-use crate::rotation::{config_ref, RefIdentity};
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
 /// travels.

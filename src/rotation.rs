@@ -4,53 +4,15 @@
 
 use serde_json::Value;
 
-use crate::contract::{check_config_ref, check_config_status, CONFIG_REF};
+use crate::config_ref::{config_ref, RefIdentity, CONFIG_REF};
+use crate::contract::{check_config_ref, check_config_status};
 use crate::diff::canonical_form;
-use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field, GroupKind};
+use crate::kinds::{at, is_machine_pool, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
-
-/// The identity of a configRef: {group, kind, name}. apiVersion is not part of it: in v1beta1
-/// CAPI bumps it to a newer version of the same group on its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefIdentity {
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-    /// v1beta1 only; empty means the MachinePool's namespace.
-    pub namespace: String,
-}
-
-impl RefIdentity {
-    pub fn of(config_ref: &Value) -> Self {
-        let group = str_field(config_ref, "apiGroup")
-            .or_else(|| str_field(config_ref, "apiVersion").map(group_of_api_version))
-            .unwrap_or("");
-        let field = |key| str_field(config_ref, key).unwrap_or("").to_string();
-        RefIdentity {
-            group: group.to_string(),
-            kind: field("kind"),
-            name: field("name"),
-            namespace: field("namespace"),
-        }
-    }
-}
-
-/// The configRef of a MachinePool: `Ok(None)` when absent (dataSecretName only), an error when
-/// it is not an object.
-pub fn config_ref(machine_pool: Option<&Value>) -> Result<Option<&Value>, String> {
-    let keys = ["spec", "template", "spec", "bootstrap", "configRef"];
-    match machine_pool.and_then(|mp| at(mp, &keys)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(r @ Value::Object(_)) => Ok(Some(r)),
-        Some(_) => Err(format!(
-            "{CONFIG_REF}: Invalid value: must be an object reference"
-        )),
-    }
-}
 
 /// Rule 1 (and rule 5 for the ref) on a MachinePool CREATE or UPDATE; with lookups, the
 /// rotation's target is checked too.
@@ -150,7 +112,7 @@ fn check_target(
                 "configRef target {short} does not exist yet: the MachinePool waits for it"
             ))]
         }
-        Err(e) => return vec![crate::engine::lookup_failed(&target.kind, &e)],
+        Err(e) => return vec![Finding::lookup_failed(&target.kind, &e)],
     };
     let mut findings = Vec::new();
     let pool_uid = request

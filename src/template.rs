@@ -12,7 +12,6 @@
 use serde_json::Value;
 
 use crate::diff::changed_fields_at;
-use crate::engine::lookup_failed;
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
 use crate::kinds::{
@@ -106,7 +105,7 @@ pub fn check(
                 warning: String::new(),
                 suggested_name: None,
             }],
-            Some(Err(e)) => vec![lookup_failed("MachineDeployment/MachineSet", &e)],
+            Some(Err(e)) => vec![Finding::lookup_failed("MachineDeployment/MachineSet", &e)],
             _ => Vec::new(),
         },
         Operation::Create | Operation::Connect => Vec::new(),
@@ -170,7 +169,7 @@ fn check_update(
         }
         Some(Ok(users)) => users.join(" and "),
         Some(Err(e)) => {
-            findings.push(lookup_failed("MachineDeployment/MachineSet", &e));
+            findings.push(Finding::lookup_failed("MachineDeployment/MachineSet", &e));
             "the MachineDeployments and MachineSets that use it".to_string()
         }
         None => "the MachineDeployments and MachineSets that use it".to_string(),

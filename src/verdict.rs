@@ -62,6 +62,14 @@ impl Finding {
             suggested_name: None,
         }
     }
+
+    /// A failed lookup never fails the request: the ownerReference rules decide, and a warning
+    /// says so.
+    pub fn lookup_failed(what: &str, error: &str) -> Self {
+        Finding::warning(short_warning(&format!(
+            "{what} lookup failed, judged by ownerReferences only: {error}"
+        )))
+    }
 }
 
 /// A violation as reported in a [`Verdict`]: the field, the detail and what the rule did.

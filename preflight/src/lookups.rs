@@ -16,11 +16,11 @@
 //!   it is pruned. A config a base MachinePool references carries a controller ownerReference
 //!   to that pool, as CAPI sets it once base was reconciled; manifests in Git carry none.
 
+use capi_bootstrap_rollout_policy::config_ref::{config_ref, RefIdentity};
 use capi_bootstrap_rollout_policy::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer, GroupKind, MACHINE_POOL,
 };
 use capi_bootstrap_rollout_policy::lookups::{referencing, ListRequest, Lookups};
-use capi_bootstrap_rollout_policy::rotation::{config_ref, RefIdentity};
 use serde_json::{json, Value};
 
 use crate::manifests::{Key, ManifestSet};
