@@ -137,7 +137,10 @@ fn clusterclass(
     let verdict = run(json!({}), &update(&old, &new, user));
     if user == CAPI_MANAGER {
         // The topology controller: allowed, never warned, its edit named in the audit log.
-        assert!(verdict.allowed && verdict.warnings.is_empty(), "{verdict:?}");
+        assert!(
+            verdict.allowed && verdict.warnings.is_empty(),
+            "{verdict:?}"
+        );
         assert_eq!(
             verdict.audit_annotations[CONTROLLER_WRITE_ANNOTATION],
             format!(
