@@ -10,7 +10,7 @@ use crate::kinds::{is_machine_pool, is_machine_template_consumer};
 use crate::lookups::{
     consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
 };
-use crate::ownership::{check_removal, machine_pool_controllers, Owner};
+use crate::ownership::{check_removal, machine_pool_controllers, removes_a_controller, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
 use crate::settings::{settings_of, Settings};
@@ -109,6 +109,41 @@ fn machine_pool(
     }
 }
 
+/// The MachinePools of the request's namespace, listed with `lookups` when there are any; a
+/// failed lookup adds its warning and leaves the ownerReference rules to decide.
+fn list_pools(
+    settings: &Settings,
+    request: &Request,
+    lookups: Option<&dyn Lookups>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<Value>> {
+    match machine_pools(lookups?, &settings.capi_version, request.namespace) {
+        Ok(pools) => Some(pools),
+        Err(e) => {
+            findings.push(Finding::lookup_failed("MachinePool", &e));
+            None
+        }
+    }
+}
+
+/// The pools whose current configRef names the subject (`live_only`: not being deleted).
+fn referencing_pools(pools: &[Value], subject: &Subject, live_only: bool) -> Vec<Owner> {
+    referencing(
+        pools,
+        &subject.group_kind,
+        &subject.namespace,
+        &subject.name,
+    )
+    .into_iter()
+    .filter(|(_, pool)| !live_only || !is_being_deleted(pool))
+    .map(|(owner, _)| owner)
+    .collect()
+}
+
+/// A request on a bootstrap config. Lookups are lazy: the pool list is asked for only when its
+/// answer can change the verdict (a CREATE, which may reuse a consumed name; a DELETE; an
+/// UPDATE with a compared spec change or an ownerReference removal). CAPI's frequent writes
+/// (token rotation, fill-once fields, status, labels) make no host call.
 fn bootstrap_config(
     settings: &Settings,
     request: &Request,
@@ -116,34 +151,11 @@ fn bootstrap_config(
     lookups: Option<&dyn Lookups>,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
-    // With lookups, the pools of the namespace, listed once.
-    let pools = lookups.map(|l| machine_pools(l, &settings.capi_version, request.namespace));
-    if let Some(Err(e)) = &pools {
-        findings.push(Finding::lookup_failed("MachinePool", e));
-    }
-    let pools = pools.and_then(Result::ok);
-    let referencing_pools = |live_only: bool| -> Vec<Owner> {
-        pools
-            .as_deref()
-            .map(|pools| {
-                referencing(
-                    pools,
-                    &subject.group_kind,
-                    &subject.namespace,
-                    &subject.name,
-                )
-                .into_iter()
-                .filter(|(_, pool)| !live_only || !is_being_deleted(pool))
-                .map(|(owner, _)| owner)
-                .collect()
-            })
-            .unwrap_or_default()
-    };
     match request.operation {
         Operation::Create => {
             findings.extend(check_config_status(settings, request.object));
-            if let Some(pools) = &pools {
-                let consumers = consuming_data_secret(pools, &subject.name);
+            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
+                let consumers = consuming_data_secret(&pools, &subject.name);
                 findings.extend(in_place_edit::check_recreate(subject, &consumers));
             }
         }
@@ -153,20 +165,26 @@ fn bootstrap_config(
                 field(request.object, "spec"),
             );
             let owners = machine_pool_controllers(request.old_object);
-            // In use: referenced by a pool (lookups), else controlled by one (ownerReferences).
-            let in_use = match &pools {
-                Some(_) => referencing_pools(false),
-                None => owners.clone(),
-            };
-            let rotated_out = pools.is_some() && in_use.is_empty() && !owners.is_empty();
-            if rotated_out || !in_use.is_empty() {
-                // The kind's non-compared fields, built once per request (parsing them is a
-                // visible share of the token rotation CAPI writes every ~7.5 minutes).
+            // Without lookups only a config a MachinePool controls can be in use.
+            if lookups.is_some() || !owners.is_empty() {
+                // The kind's non-compared fields and the compared changes, once per request
+                // (parsing the rules is a visible share of the token rotation CAPI writes
+                // every ~7.5 minutes).
                 let rules = settings.field_rules(&subject.group_kind.kind);
-                if rotated_out {
-                    findings.extend(in_place_edit::check_rotated_out(
-                        subject, &rules, old_spec, new_spec,
-                    ));
+                let changes = in_place_edit::compared_changes(subject, &rules, old_spec, new_spec);
+                let strips = removes_a_controller(&owners, request.object);
+                let pools = if changes.is_empty() && !strips {
+                    None
+                } else {
+                    list_pools(settings, request, lookups, &mut findings)
+                };
+                // In use: referenced by a pool (lookups), else controlled by one.
+                let in_use = match &pools {
+                    Some(pools) => referencing_pools(pools, subject, false),
+                    None => owners.clone(),
+                };
+                if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
+                    findings.extend(in_place_edit::check_rotated_out(subject, &changes));
                 }
                 if !in_use.is_empty() {
                     findings.extend(check_removal(
@@ -181,7 +199,7 @@ fn bootstrap_config(
                     // every other controllerUsers write are judged too, and then allowed with
                     // the changed paths in the audit log (Verdict::by_controller).
                     findings.extend(in_place_edit::check(
-                        settings, subject, &in_use, &rules, old_spec, new_spec,
+                        settings, subject, &in_use, &rules, &changes, new_spec,
                     ));
                 }
             }
@@ -191,11 +209,11 @@ fn bootstrap_config(
         }
         Operation::Delete => {
             // Without lookups nothing tells a referenced config from a rotated-out one.
-            if pools.is_some() {
+            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
                 findings.extend(in_place_edit::check_delete(
                     settings,
                     subject,
-                    &referencing_pools(true),
+                    &referencing_pools(&pools, subject, true),
                 ));
             }
         }

@@ -49,7 +49,7 @@ pub fn rotation_remediation(
 
 /// The changed fields of a config's spec, the request's `object` compared with its `oldObject`
 /// as the provider's defaulter would have left it (RKE2's user data).
-fn compared_changes(
+pub fn compared_changes(
     subject: &Subject,
     rules: &FieldRules,
     old_spec: Option<&Value>,
@@ -81,21 +81,18 @@ pub fn change_violations(changes: &[Change]) -> Vec<Violation> {
     violations
 }
 
-/// Rule 2 on an UPDATE of a config whose OLD object is controlled by `owners`.
-/// `rules` are the kind's non-compared fields (`Settings::field_rules`), built once per request.
+/// Rule 2 on an UPDATE of a config in use by `owners`, given its compared `changes`
+/// ([`compared_changes`]). `rules` are the kind's non-compared fields
+/// (`Settings::field_rules`), built once per request; they name the suggested rotation.
 pub fn check(
     settings: &Settings,
     subject: &Subject,
     owners: &[Owner],
     rules: &FieldRules,
-    old_spec: Option<&Value>,
+    changes: &[Change],
     new_spec: Option<&Value>,
 ) -> Option<Finding> {
-    if owners.is_empty() || settings.in_place_edits == Action::Ignore {
-        return None;
-    }
-    let changes = compared_changes(subject, rules, old_spec, new_spec);
-    if changes.is_empty() {
+    if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Ignore {
         return None;
     }
     let violations = change_violations(&changes);
@@ -123,13 +120,8 @@ pub fn check(
 
 /// With lookups: a config no MachinePool references any more (rotated out) may be edited, but
 /// the edit reaches no node.
-pub fn check_rotated_out(
-    subject: &Subject,
-    rules: &FieldRules,
-    old_spec: Option<&Value>,
-    new_spec: Option<&Value>,
-) -> Option<Finding> {
-    if compared_changes(subject, rules, old_spec, new_spec).is_empty() {
+pub fn check_rotated_out(subject: &Subject, changes: &[Change]) -> Option<Finding> {
+    if changes.is_empty() {
         return None;
     }
     Some(Finding::warning(format!(
@@ -314,6 +306,19 @@ mod tests {
         assert_eq!(changed[0].kind, ChangeKind::Changed);
     }
 
+    /// [`check`] on two specs: the changes computed as the engine computes them.
+    fn judge(
+        settings: &Settings,
+        subject: &Subject,
+        owners: &[Owner],
+        rules: &FieldRules,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Option<Finding> {
+        let changes = compared_changes(subject, rules, old, new);
+        check(settings, subject, owners, rules, &changes, new)
+    }
+
     fn subject(kind: &str, name: &str) -> Subject {
         Subject {
             group_kind: GroupKind::new(BOOTSTRAP_GROUP, kind),
@@ -336,7 +341,7 @@ mod tests {
         let kind = DEFAULT_BOOTSTRAP_CONFIG_KINDS[index];
         let old = json!({"files": [{"path": "/etc/a", "content": "one"}]});
         let new = json!({"files": [{"path": "/etc/a", "content": "two"}]});
-        let finding = check(
+        let finding = judge(
             &Settings::default(),
             &subject(kind, "worker-a-0123abcd"),
             &owner(),
@@ -367,7 +372,7 @@ mod tests {
     fn not_in_use_or_allowed_means_no_finding() {
         let old = json!({"files": []});
         let new = json!({"files": [{"path": "/x"}]});
-        assert!(check(
+        assert!(judge(
             &Settings::default(),
             &subject("KubeadmConfig", "c"),
             &[],
@@ -380,7 +385,7 @@ mod tests {
             in_place_edits: Action::Ignore,
             ..Settings::default()
         };
-        assert!(check(
+        assert!(judge(
             &allow,
             &subject("KubeadmConfig", "c"),
             &owner(),
@@ -396,7 +401,7 @@ mod tests {
         let old =
             json!({"preKubeadmCommands": (0..25).map(|i| format!("echo {i}")).collect::<Vec<_>>()});
         let new = json!({"preKubeadmCommands": (0..25).map(|i| format!("echo {}", i + 1)).collect::<Vec<_>>()});
-        let finding = check(
+        let finding = judge(
             &Settings::default(),
             &subject("KubeadmConfig", "c"),
             &owner(),

@@ -46,6 +46,15 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
     }
 }
 
+/// Whether `new_object` lacks (or demotes) one of the MachinePool controller references
+/// `old_owners` of the stored object.
+pub fn removes_a_controller(old_owners: &[Owner], new_object: Option<&Value>) -> bool {
+    let remaining = machine_pool_controllers(new_object);
+    old_owners
+        .iter()
+        .any(|old| !remaining.iter().any(|new| same_owner(old, new)))
+}
+
 /// Rule 4: removing (or demoting) a MachinePool controller reference of an in-use config. Only
 /// the garbage collector and the controller identities may; anyone else could strip it and
 /// then edit the config unchecked. `remediation` gives the rotation text and the name it suggests.

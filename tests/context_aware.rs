@@ -311,3 +311,110 @@ fn template_delete_with_lookups(#[case] pools: Vec<Value>, #[case] allowed: bool
         assert!(said(&verdict).contains("[metadata.name: Forbidden: referenced by the configRef of MachineSet default/md-0-abcde]"));
     }
 }
+
+/// A token rotation as CABPK writes it: only the machine-only field changes.
+fn token(config: &mut Value, token: &str) {
+    config["spec"]["joinConfiguration"] =
+        json!({"discovery": {"bootstrapToken": {"token": token}}});
+}
+
+fn with<F: FnOnce(&mut Value)>(mut object: Value, change: F) -> Value {
+    change(&mut object);
+    object
+}
+
+const CABPK: &str =
+    "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager";
+
+/// Lazy lookups: each request makes only the lookups whose answer can change its verdict.
+/// CAPI's frequent writes (token rotation, fill-once fields, status, labels) make none, so a
+/// cluster where the lookup is refused (RBAC not granted yet) answers them with no warning.
+#[rstest]
+#[case::token_rotation("UPDATE", Some(with(config("w-1", Some("w"), "a"), |c| token(c, "abcdef.0123456789abcdef"))), Some(with(config("w-1", Some("w"), "a"), |c| token(c, "ghijkl.0123456789abcdef"))), CABPK, 0)]
+#[case::token_first_set("UPDATE", Some(config("w-1", Some("w"), "a")), Some(with(config("w-1", Some("w"), "a"), |c| token(c, "abcdef.0123456789abcdef"))), CABPK, 0)]
+#[case::endpoint_filled("UPDATE", Some(config("w-1", Some("w"), "a")), Some(with(config("w-1", Some("w"), "a"), |c| c["spec"]["joinConfiguration"] = json!({"discovery": {"bootstrapToken": {"apiServerEndpoint": "10.0.0.1:6443"}}}))), CABPK, 0)]
+#[case::status_written("UPDATE", Some(config("w-1", Some("w"), "a")), Some(with(config("w-1", Some("w"), "a"), |c| c["status"] = json!({"initialization": {"dataSecretCreated": true}, "dataSecretName": "w-1"}))), CABPK, 0)]
+#[case::labels_and_annotations("UPDATE", Some(config("w-1", Some("w"), "a")), Some(with(config("w-1", Some("w"), "a"), |c| c["metadata"]["labels"] = json!({"team": "payments"}))), "alice", 0)]
+#[case::owner_reference_set_by_capi(
+    "UPDATE",
+    Some(config("w-1", None, "a")),
+    Some(config("w-1", Some("w"), "a")),
+    "system:serviceaccount:capi-system:capi-manager",
+    0
+)]
+#[case::spec_edit(
+    "UPDATE",
+    Some(config("w-1", Some("w"), "a")),
+    Some(config("w-1", Some("w"), "b")),
+    "alice",
+    1
+)]
+#[case::spec_edit_of_an_unowned_config(
+    "UPDATE",
+    Some(config("w-1", None, "a")),
+    Some(config("w-1", None, "b")),
+    "alice",
+    1
+)]
+#[case::owner_reference_removed(
+    "UPDATE",
+    Some(config("w-1", Some("w"), "a")),
+    Some(config("w-1", None, "a")),
+    "alice",
+    1
+)]
+#[case::delete("DELETE", Some(config("w-1", Some("w"), "a")), None, "alice", 1)]
+#[case::create("CREATE", None, Some(config("w-2", None, "a")), "alice", 1)]
+fn lookups_are_made_only_when_they_can_change_the_verdict(
+    #[case] operation: &str,
+    #[case] old: Option<Value>,
+    #[case] new: Option<Value>,
+    #[case] user: &str,
+    #[case] expected_calls: usize,
+) {
+    let mut req = request(operation, new.as_ref(), old.as_ref());
+    req["userInfo"]["username"] = json!(user);
+    let cluster = FakeCluster {
+        pools: vec![pool("w", "w-1")],
+        ..FakeCluster::default()
+    };
+    let _ = evaluate_with(&on(), &req, &cluster);
+    assert_eq!(
+        cluster.calls.borrow().len(),
+        expected_calls,
+        "{:?}",
+        cluster.calls.borrow()
+    );
+    // Where no lookup is made, a refused one cannot show: no warning.
+    let refused = FakeCluster {
+        fail: Some("machinepools.cluster.x-k8s.io is forbidden"),
+        ..FakeCluster::default()
+    };
+    let verdict = evaluate_with(&on(), &req, &refused);
+    assert_eq!(refused.calls.borrow().len(), expected_calls);
+    if expected_calls == 0 {
+        assert!(verdict.warnings.is_empty(), "{verdict:?}");
+    } else {
+        assert!(
+            verdict.warnings.iter().any(|w| w.contains("lookup failed")),
+            "{verdict:?}"
+        );
+    }
+}
+
+#[test]
+fn a_machine_pool_update_that_keeps_its_ref_looks_nothing_up() {
+    let cluster = FakeCluster::default();
+    let old = pool("workers", "workers-1");
+    let mut new = old.clone();
+    new["spec"]["replicas"] = json!(5);
+    let verdict = evaluate_with(&on(), &request("UPDATE", Some(&new), Some(&old)), &cluster);
+    assert_eq!(verdict, Verdict::accept());
+    assert!(cluster.calls.borrow().is_empty());
+    let _ = rotate(&cluster, "workers-2");
+    assert_eq!(
+        cluster.calls.borrow().len(),
+        1,
+        "the rotation's target is looked up"
+    );
+}
