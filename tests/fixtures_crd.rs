@@ -158,7 +158,7 @@ fn every_scenario_has_its_expectations() {
     for dir in scenarios() {
         let text = std::fs::read_to_string(dir.join("scenario.yaml"))
             .unwrap_or_else(|e| panic!("{}: scenario.yaml: {e}", name(&dir)));
-        let scenario: Value = serde_yaml::from_str(&text).unwrap();
+        let scenario: Value = yaml_serde::from_str(&text).unwrap();
         assert!(
             scenario["description"].is_string(),
             "{}: no description",

@@ -35,7 +35,7 @@ fn read(rel: &str) -> String {
 }
 
 fn yaml(rel: &str) -> Value {
-    serde_yaml::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel} is not valid YAML: {e}"))
+    yaml_serde::from_str(&read(rel)).unwrap_or_else(|e| panic!("{rel} is not valid YAML: {e}"))
 }
 
 fn text<'a>(value: &'a Value, what: &str) -> &'a str {
@@ -111,7 +111,7 @@ fn oci_image(metadata: &Value) -> String {
 
 /// `kubewarden/rules` and `kubewarden/contextAwareResources` are YAML documents in strings.
 fn yaml_string(value: &Value, what: &str) -> Value {
-    serde_yaml::from_str(text(value, what))
+    yaml_serde::from_str(text(value, what))
         .unwrap_or_else(|e| panic!("{what} is not a YAML document: {e}"))
 }
 

@@ -58,7 +58,7 @@ fn prepare_metadata(
     let file = std::fs::File::open(metadata_path)
         .map_err(|e| anyhow!("Error opening metadata file: {}", e))?;
     let mut metadata: Metadata =
-        serde_yaml::from_reader(file).map_err(|e| anyhow!("Error unmarshalling metadata {}", e))?;
+        yaml_serde::from_reader(file).map_err(|e| anyhow!("Error unmarshalling metadata {}", e))?;
 
     let is_rego =
         is_rego_policy(module).map_err(|e| anyhow!("Rego policy type check failure: {}", e))?;

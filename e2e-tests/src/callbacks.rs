@@ -109,12 +109,12 @@ impl Session {
     }
 
     pub fn parse(text: &str) -> Result<Session> {
-        let exchanges: Vec<Exchange> = serde_yaml::from_str(text)?;
+        let exchanges: Vec<Exchange> = yaml_serde::from_str(text)?;
         let exchanges = exchanges
             .into_iter()
             .enumerate()
             .map(|(index, exchange)| {
-                let request: CallbackRequestType = serde_yaml::from_str(&exchange.request).map_err(|e| {
+                let request: CallbackRequestType = yaml_serde::from_str(&exchange.request).map_err(|e| {
                     anyhow!(
                         "exchange #{index}: the recorded request is not a Kubernetes request policy-host can replay: {e}"
                     )

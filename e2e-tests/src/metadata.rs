@@ -320,7 +320,7 @@ mod tests {
     use super::*;
 
     fn metadata(yaml: &str) -> Metadata {
-        serde_yaml::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     const GOOD: &str = r#"
@@ -373,7 +373,7 @@ annotations:
                 "rules[0].operations: must have at least one element".to_string(),
             ])
         );
-        let unknown = serde_yaml::from_str::<Metadata>(&GOOD.replace("\"UPDATE\"", "\"PATCH\""));
+        let unknown = yaml_serde::from_str::<Metadata>(&GOOD.replace("\"UPDATE\"", "\"PATCH\""));
         assert!(unknown
             .unwrap_err()
             .to_string()

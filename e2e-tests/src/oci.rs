@@ -85,7 +85,7 @@ impl Sources {
         let raw: RawSources = if text.trim().is_empty() {
             RawSources::default()
         } else {
-            serde_yaml::from_str(text)?
+            yaml_serde::from_str(text)?
         };
         let mut source_authorities = BTreeMap::new();
         for (host, authorities) in raw.source_authorities {

@@ -120,7 +120,7 @@ fn read_settings(options: &RunOptions) -> Result<Map<String, Value>> {
     let value: Value = if let Some(path) = &options.settings_path {
         let file = std::fs::File::open(path)
             .map_err(|e| anyhow!("Cannot open settings file {}: {}", path.display(), e))?;
-        serde_yaml::from_reader(file)
+        yaml_serde::from_reader(file)
             .map_err(|e| anyhow!("Cannot parse settings file {}: {}", path.display(), e))?
     } else if let Some(json) = &options.settings_json {
         serde_json::from_str(json).map_err(|e| anyhow!("Cannot parse settings JSON: {}", e))?

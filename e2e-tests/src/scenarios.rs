@@ -117,7 +117,7 @@ impl Scenario {
         let spec_path = dir.join(SCENARIO_FILE);
         let text = std::fs::read_to_string(&spec_path)
             .with_context(|| format!("cannot read {}", spec_path.display()))?;
-        let spec: ScenarioSpec = serde_yaml::from_str(&text)
+        let spec: ScenarioSpec = yaml_serde::from_str(&text)
             .with_context(|| format!("invalid {}", spec_path.display()))?;
         spec.expect
             .check_consistency()
@@ -688,7 +688,7 @@ mod tests {
     }
 
     fn expect(yaml: &str) -> Expect {
-        serde_yaml::from_str(yaml).unwrap()
+        yaml_serde::from_str(yaml).unwrap()
     }
 
     const REJECTED: &str = r#"{"uid":"u","allowed":false,"status":{"message":"configRef edited in place","code":403},"auditAnnotations":{"capi/finding":"in-place-edit"},"warnings":["spec drift noticed"]}"#;
@@ -789,14 +789,14 @@ auditAnnotationsContain: {capi/finding: rotation, other: x}
 
     #[test]
     fn specs_are_strict() {
-        assert!(serde_yaml::from_str::<ScenarioSpec>(
+        assert!(yaml_serde::from_str::<ScenarioSpec>(
             "description: x\nexpect: {allowed: true, mesageContains: [a]}\n"
         )
         .is_err());
-        let spec: ScenarioSpec = serde_yaml::from_str("description: x\nexpect: {}\n").unwrap();
+        let spec: ScenarioSpec = yaml_serde::from_str("description: x\nexpect: {}\n").unwrap();
         assert!(spec.expect.check_consistency().is_err());
         let spec: ScenarioSpec =
-            serde_yaml::from_str("description: x\nexpect: {settingsError: a, allowed: false}\n")
+            yaml_serde::from_str("description: x\nexpect: {settingsError: a, allowed: false}\n")
                 .unwrap();
         assert!(spec.expect.check_consistency().is_err());
     }

@@ -70,7 +70,7 @@ struct Scenario {
 fn yaml(object: Option<&Value>) -> Result<String, String> {
     match object {
         None | Some(Value::Null) => Ok(String::new()),
-        Some(o) => serde_yaml::to_string(o).map_err(|e| e.to_string()),
+        Some(o) => yaml_serde::to_string(o).map_err(|e| e.to_string()),
     }
 }
 
@@ -86,7 +86,7 @@ pub fn read(dir: &Path) -> Result<Option<Example>, String> {
         .unwrap_or_default();
     let read =
         |file: &str| fs::read_to_string(dir.join(file)).map_err(|e| format!("{name}/{file}: {e}"));
-    let scenario: Scenario = serde_yaml::from_str(&read("scenario.yaml")?)
+    let scenario: Scenario = yaml_serde::from_str(&read("scenario.yaml")?)
         .map_err(|e| format!("{name}/scenario.yaml: {e}"))?;
     if scenario.session.is_some() || scenario.context_aware {
         return Ok(None);

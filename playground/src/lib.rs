@@ -91,7 +91,7 @@ pub fn parse_settings(text: &str) -> Result<Settings, String> {
         return from_json;
     }
     // Not JSON: YAML, or the JSON error validate_settings gives.
-    match serde_yaml::from_str::<Value>(text) {
+    match yaml_serde::from_str::<Value>(text) {
         Ok(value) => Settings::from_value(&value),
         Err(_) => from_json,
     }
@@ -102,9 +102,9 @@ fn object(label: &str, text: &str) -> Result<Option<Value>, String> {
     if text.trim().is_empty() {
         return Ok(None);
     }
-    // Through serde_yaml's own Value first: it refuses duplicate keys (as kubectl does) where
+    // Through yaml_serde's own Value first: it refuses duplicate keys (as kubectl does) where
     // a JSON map would keep the last one silently.
-    let parsed = serde_yaml::from_str::<serde_yaml::Value>(text)
+    let parsed = yaml_serde::from_str::<yaml_serde::Value>(text)
         .map_err(|e| e.to_string())
         .and_then(|v| serde_json::to_value(v).map_err(|e| e.to_string()));
     match parsed {

@@ -64,7 +64,7 @@ fn load_settings(path: Option<&str>) -> Result<Settings> {
         None => Value::Null,
         Some(path) => {
             let text = fs::read_to_string(path).with_context(|| format!("{path}: cannot read"))?;
-            let yaml: serde_yaml::Value = serde_yaml::from_str(&text)
+            let yaml: yaml_serde::Value = yaml_serde::from_str(&text)
                 .with_context(|| format!("{path}: the settings are not valid YAML or JSON"))?;
             serde_json::to_value(yaml)
                 .with_context(|| format!("{path}: the settings are not representable as JSON"))?

@@ -300,7 +300,7 @@ fn is_content(line: &str) -> bool {
     !t.is_empty() && !t.starts_with('#')
 }
 
-/// Splits a YAML stream into documents by hand, so each keeps its starting line (serde_yaml
+/// Splits a YAML stream into documents by hand, so each keeps its starting line (yaml_serde
 /// does not report where a document starts). Documents with nothing but comments (Helm renders
 /// those for empty templates) are dropped without taking a number.
 fn yaml_documents(file: &str, text: &str) -> Result<Vec<(Location, Value)>, InputError> {
@@ -327,9 +327,9 @@ fn yaml_documents(file: &str, text: &str) -> Result<Vec<(Location, Value)>, Inpu
         let chunk = lines.join("\n");
         // On error, parsed again padded with empty lines, so that the parser's own message
         // gives lines of the file.
-        let parsed = serde_yaml::from_str::<serde_yaml::Value>(&chunk).map_err(|e| {
+        let parsed = yaml_serde::from_str::<yaml_serde::Value>(&chunk).map_err(|e| {
             let padded = "\n".repeat(first_line - 1) + &chunk;
-            serde_yaml::from_str::<serde_yaml::Value>(&padded)
+            yaml_serde::from_str::<yaml_serde::Value>(&padded)
                 .err()
                 .unwrap_or(e)
         });

@@ -157,7 +157,7 @@ fn the_suggested_name_is_the_policys_and_following_it_passes() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(head("in-place-edit.yaml")),
     )
     .unwrap();
-    let config: Value = serde_yaml::from_str(text.split("---\n").nth(1).unwrap()).unwrap();
+    let config: Value = yaml_serde::from_str(text.split("---\n").nth(1).unwrap()).unwrap();
     let rules = Settings::default().field_rules("KubeadmConfig");
     let name = suggested_name(
         "workers-spot-8d2f0a1c",
