@@ -9,7 +9,7 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-HOST_SOURCES := e2e-tests/Cargo.toml $(shell find e2e-tests/src -name '*.rs')
+HOST_SOURCES := e2e-tests/Cargo.toml $(shell find e2e-tests/src scenario-model/src -name '*.rs')
 
 .PHONY: all demo test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test
@@ -57,7 +57,7 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
 	$(HOST) annotate -m metadata.yml -u README.md -o $@ policy.wasm
 
 demo: annotated-policy.wasm
-	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) --bin scenarios -- --module annotated-policy.wasm e2e-tests/scenarios
+	$(CARGO) run --locked --quiet --release -p scenario-model $(HOST_PROFILE) --bin scenarios -- --host $(HOST) --module annotated-policy.wasm e2e-tests/scenarios
 
 fmt-check:
 	$(CARGO) fmt --all -- --check

@@ -126,41 +126,9 @@ pub struct SettingsValidationResponse {
     pub message: Option<String>,
 }
 
-/// admission/v1 AdmissionResponse as policy-evaluator serializes it: field order
-/// uid, allowed, patchType, patch, status, auditAnnotations, warnings; the first optional
-/// three are omitted when absent, the last two are always written (`null` when absent).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionResponse {
-    #[serde(default)]
-    pub uid: String,
-    pub allowed: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patch_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub patch: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<AdmissionResponseStatus>,
-    #[serde(default)]
-    pub audit_annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    pub warnings: Option<Vec<String>>,
-}
-
-/// Field order status, message, reason, details, code; each omitted when absent.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct AdmissionResponseStatus {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub details: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<u16>,
-}
+/// admission/v1 AdmissionResponse: kwctl's output line, declared with the scenario format
+/// that reads it back.
+pub use scenario_model::admission::{AdmissionResponse, AdmissionResponseStatus};
 
 /// policy-evaluator's message for a guest call interrupted by the epoch deadline.
 pub const TIMEOUT_MESSAGE: &str =
@@ -168,81 +136,52 @@ pub const TIMEOUT_MESSAGE: &str =
 
 const MUTATION_ON_DELETE: &str = "Incoming object is null, which happens only with DELETE operations, but the policy is attempting a mutation. This is not allowed";
 
-impl AdmissionResponse {
-    pub fn reject(uid: &str, message: String, code: u16) -> AdmissionResponse {
-        AdmissionResponse {
-            uid: uid.to_string(),
-            allowed: false,
-            status: Some(AdmissionResponseStatus {
-                message: Some(message),
-                code: Some(code),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    pub fn reject_internal_server_error(
-        uid: &str,
-        message: impl std::fmt::Display,
-    ) -> AdmissionResponse {
-        AdmissionResponse::reject(uid, format!("internal server error: {message}"), 500)
-    }
-
-    /// policy-evaluator's `from_policy_validation_response`: a mutated object becomes a
-    /// base64 JSONPatch against the request's object.
-    pub fn from_validation_response(
-        uid: &str,
-        request_object: Option<&Value>,
-        response: &ValidationResponse,
-    ) -> std::result::Result<AdmissionResponse, String> {
-        let patch = match (&response.mutated_object, request_object) {
-            (Some(_), None) => {
-                return Ok(AdmissionResponse {
-                    uid: uid.to_string(),
-                    allowed: false,
-                    status: Some(AdmissionResponseStatus {
-                        message: Some(MUTATION_ON_DELETE.to_string()),
-                        ..Default::default()
-                    }),
+/// policy-evaluator's `from_policy_validation_response`: a mutated object becomes a
+/// base64 JSONPatch against the request's object.
+pub fn from_validation_response(
+    uid: &str,
+    request_object: Option<&Value>,
+    response: &ValidationResponse,
+) -> std::result::Result<AdmissionResponse, String> {
+    let patch = match (&response.mutated_object, request_object) {
+        (Some(_), None) => {
+            return Ok(AdmissionResponse {
+                uid: uid.to_string(),
+                allowed: false,
+                status: Some(AdmissionResponseStatus {
+                    message: Some(MUTATION_ON_DELETE.to_string()),
                     ..Default::default()
-                })
-            }
-            (Some(mutated), Some(original)) => {
-                let diff = json_patch::diff(original, mutated);
-                if diff.0.is_empty() {
-                    None
-                } else {
-                    let json = serde_json::to_string(&diff)
-                        .map_err(|e| format!("cannot deserialize JSONPatch: {e}"))?;
-                    Some(base64::engine::general_purpose::STANDARD.encode(json))
-                }
-            }
-            (None, _) => None,
-        };
-        let status = (response.message.is_some() || response.code.is_some()).then(|| {
-            AdmissionResponseStatus {
-                message: response.message.clone(),
-                code: response.code,
+                }),
                 ..Default::default()
+            })
+        }
+        (Some(mutated), Some(original)) => {
+            let diff = json_patch::diff(original, mutated);
+            if diff.0.is_empty() {
+                None
+            } else {
+                let json = serde_json::to_string(&diff)
+                    .map_err(|e| format!("cannot deserialize JSONPatch: {e}"))?;
+                Some(base64::engine::general_purpose::STANDARD.encode(json))
             }
+        }
+        (None, _) => None,
+    };
+    let status =
+        (response.message.is_some() || response.code.is_some()).then(|| AdmissionResponseStatus {
+            message: response.message.clone(),
+            code: response.code,
+            ..Default::default()
         });
-        Ok(AdmissionResponse {
-            uid: uid.to_string(),
-            allowed: response.accepted,
-            patch_type: patch.as_ref().map(|_| "JSONPatch".to_string()),
-            patch,
-            status,
-            audit_annotations: response.audit_annotations.clone(),
-            warnings: response.warnings.clone(),
-        })
-    }
-
-    /// The one line kwctl prints.
-    pub fn to_line(&self) -> String {
-        // Serializing these plain structs cannot fail.
-        serde_json::to_string(self).unwrap_or_default()
-    }
+    Ok(AdmissionResponse {
+        uid: uid.to_string(),
+        allowed: response.accepted,
+        patch_type: patch.as_ref().map(|_| "JSONPatch".to_string()),
+        patch,
+        status,
+        audit_annotations: response.audit_annotations.clone(),
+        warnings: response.warnings.clone(),
+    })
 }
 
 #[cfg(test)]
@@ -307,7 +246,7 @@ mod tests {
             audit_annotations: None,
             warnings: None,
         };
-        let line = AdmissionResponse::from_validation_response("u", None, &accepted)
+        let line = from_validation_response("u", None, &accepted)
             .unwrap()
             .to_line();
         assert_eq!(
@@ -323,7 +262,7 @@ mod tests {
             audit_annotations: Some(BTreeMap::from([("k".into(), "v".into())])),
             ..accepted.clone()
         };
-        let line = AdmissionResponse::from_validation_response("u", None, &rejected)
+        let line = from_validation_response("u", None, &rejected)
             .unwrap()
             .to_line();
         assert_eq!(
@@ -348,9 +287,7 @@ mod tests {
             audit_annotations: None,
             warnings: None,
         };
-        let response =
-            AdmissionResponse::from_validation_response("u", Some(&json!({"a": 1})), &mutated)
-                .unwrap();
+        let response = from_validation_response("u", Some(&json!({"a": 1})), &mutated).unwrap();
         assert_eq!(response.patch_type.as_deref(), Some("JSONPatch"));
         let patch = base64::engine::general_purpose::STANDARD
             .decode(response.patch.unwrap())
@@ -363,11 +300,9 @@ mod tests {
             mutated_object: Some(json!({"a": 1})),
             ..mutated.clone()
         };
-        let response =
-            AdmissionResponse::from_validation_response("u", Some(&json!({"a": 1})), &same)
-                .unwrap();
+        let response = from_validation_response("u", Some(&json!({"a": 1})), &same).unwrap();
         assert!(response.patch.is_none() && response.patch_type.is_none());
-        let on_delete = AdmissionResponse::from_validation_response("u", None, &mutated).unwrap();
+        let on_delete = from_validation_response("u", None, &mutated).unwrap();
         assert!(!on_delete.allowed);
         assert_eq!(on_delete.status.unwrap().code, None);
     }

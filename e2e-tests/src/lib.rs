@@ -1,6 +1,6 @@
 //! A small Kubewarden-compatible policy host: kwctl's `run` and `annotate` for local waPC
-//! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider),
-//! plus a scenario runner for this policy's end-to-end tests.
+//! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider).
+//! The scenarios themselves are read and run by the scenario-model crate.
 
 pub mod admission;
 pub mod annotate;

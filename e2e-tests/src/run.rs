@@ -12,8 +12,8 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
 
 use crate::admission::{
-    AdmissionResponse, SettingsValidationResponse, ValidateRequest, ValidationResponse,
-    TIMEOUT_MESSAGE,
+    from_validation_response, AdmissionResponse, SettingsValidationResponse, ValidateRequest,
+    ValidationResponse, TIMEOUT_MESSAGE,
 };
 use crate::callbacks::{Cluster, HostContext, Session};
 use crate::engine::{self, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED};
@@ -301,15 +301,13 @@ pub fn validate_on(
     let payload = json!({ "request": request, "settings": settings }).to_string();
     match instance.call("validate", payload.as_bytes()) {
         Ok(answer) => match serde_json::from_slice::<ValidationResponse>(&answer) {
-            Ok(response) => {
-                AdmissionResponse::from_validation_response(uid, request_object, &response)
-                    .unwrap_or_else(|e| {
-                        AdmissionResponse::reject_internal_server_error(
-                            uid,
-                            format!("invalid response format: {e}"),
-                        )
-                    })
-            }
+            Ok(response) => from_validation_response(uid, request_object, &response)
+                .unwrap_or_else(|e| {
+                    AdmissionResponse::reject_internal_server_error(
+                        uid,
+                        format!("invalid response format: {e}"),
+                    )
+                }),
             Err(e) => AdmissionResponse::reject_internal_server_error(
                 uid,
                 format!("invalid response from policy: {e}"),

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use policy_host::scenarios::{render_table, run_all, Evaluator, Verdict};
+use scenario_model::runner::{render_table, run_all, Evaluator, Verdict};
 use serde_json::{json, Value};
 
 const HOST: &str = env!("CARGO_BIN_EXE_policy-host");

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use capi_bootstrap_rollout_policy::engine::validate_payload_with;
 use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
 use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
-use policy_host::admission::{AdmissionResponse, ValidateRequest, ValidationResponse};
+use policy_host::admission::{from_validation_response, ValidateRequest, ValidationResponse};
 use policy_host::callbacks::{Cluster, HostContext, Session};
 use policy_host::engine::EngineOptions;
 use policy_host::metadata::Metadata;
 use policy_host::run::{run, RunOptions, RunReport};
 use policy_host::scenarios::annotated_policy;
-use policy_host::scenarios::{discover, Scenario};
+use scenario_model::{discover, Scenario};
 use serde_json::{json, Value};
 
 fn module() -> PathBuf {
@@ -60,13 +60,9 @@ fn native_line(request: &Value, settings: &Value, cluster: Arc<HostContext>) -> 
         validate_payload_with(&serde_json::to_vec(&payload).unwrap(), &lookups).into_response();
     let response: ValidationResponse =
         serde_json::from_value(serde_json::to_value(response).unwrap()).unwrap();
-    AdmissionResponse::from_validation_response(
-        validate.uid(),
-        admission.object.as_ref(),
-        &response,
-    )
-    .unwrap()
-    .to_line()
+    from_validation_response(validate.uid(), admission.object.as_ref(), &response)
+        .unwrap()
+        .to_line()
 }
 
 #[test]

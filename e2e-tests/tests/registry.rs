@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use policy_host::metadata::Metadata;
 use policy_host::oci::sha256_digest;
-use policy_host::scenarios::{run_scenario, Evaluator};
+use scenario_model::runner::{run_scenario, Evaluator};
 use serde_json::Value;
 
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";

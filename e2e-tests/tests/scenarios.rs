@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use policy_host::scenarios::{annotated_policy, render_table, run_all, Evaluator};
+use policy_host::scenarios::annotated_policy;
+use scenario_model::runner::{render_table, run_all, Evaluator};
 
 #[test]
 fn every_scenario_meets_its_expectations() {

@@ -4,10 +4,10 @@
 //! A scenario is offered when the playground answers it as its `expect` says. Scenarios that
 //! replay context-aware lookups (`session`, `contextAware`) are not: the page has no cluster.
 
-use std::fs;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use scenario_model::{discover, Expect, Response, Scenario};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::{evaluate, Answer, Context};
@@ -32,41 +32,6 @@ pub struct Example {
     pub expect: Expect,
 }
 
-/// scenario.yaml's `expect` (see e2e-tests/src/scenarios.rs).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-pub struct Expect {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allowed: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<u16>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub message_contains: Vec<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub message_absent: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings_contain: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub warnings: Option<usize>,
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub audit_annotations_contain: std::collections::BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub settings_error: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Scenario {
-    description: String,
-    #[serde(default)]
-    settings: Option<Value>,
-    #[serde(default)]
-    context_aware: bool,
-    #[serde(default)]
-    session: Option<String>,
-    expect: Expect,
-}
-
 fn yaml(object: Option<&Value>) -> Result<String, String> {
     match object {
         None | Some(Value::Null) => Ok(String::new()),
@@ -80,24 +45,18 @@ fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
 
 /// Reads one scenario directory. `Ok(None)`: a context-aware scenario, not for the page.
 pub fn read(dir: &Path) -> Result<Option<Example>, String> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let read =
-        |file: &str| fs::read_to_string(dir.join(file)).map_err(|e| format!("{name}/{file}: {e}"));
-    let scenario: Scenario = yaml_serde::from_str(&read("scenario.yaml")?)
-        .map_err(|e| format!("{name}/scenario.yaml: {e}"))?;
-    if scenario.session.is_some() || scenario.context_aware {
+    let scenario = Scenario::load(dir).map_err(|e| format!("{e:#}"))?;
+    let name = scenario.name.clone();
+    if scenario.spec.session.is_some() || scenario.spec.context_aware {
         return Ok(None);
     }
-    let request: Value = serde_json::from_str(&read("request.json")?)
-        .map_err(|e| format!("{name}/request.json: {e}"))?;
+    let request = scenario.request().map_err(|e| format!("{e:#}"))?;
     let settings = scenario
+        .spec
         .settings
         .unwrap_or(Value::Object(Default::default()));
     Ok(Some(Example {
-        description: scenario.description,
+        description: scenario.spec.description,
         operation: str_at(&request, "/operation").to_string(),
         old: yaml(request.get("oldObject")).map_err(|e| format!("{name}: {e}"))?,
         new: yaml(request.get("object")).map_err(|e| format!("{name}: {e}"))?,
@@ -114,7 +73,7 @@ pub fn read(dir: &Path) -> Result<Option<Example>, String> {
             })
             .unwrap_or_default(),
         sub_resource: str_at(&request, "/subResource").to_string(),
-        expect: scenario.expect,
+        expect: scenario.spec.expect,
         name,
     }))
 }
@@ -139,64 +98,32 @@ impl Example {
         )
     }
 
-    /// Whether the playground answers as the scenario expects; the difference otherwise.
+    /// Whether the playground answers as the scenario expects, checked as the e2e runner
+    /// checks kwctl's answer; the differences otherwise.
     pub fn check(&self) -> Result<(), String> {
         let expect = &self.expect;
-        let outcome = match (self.answer(), &expect.settings_error) {
-            (Answer::InputError { input, error }, Some(fragment)) => {
-                return if input == "settings" && error.contains(fragment.as_str()) {
-                    Ok(())
-                } else {
-                    Err(format!("{input}: {error:?} does not contain {fragment:?}"))
-                };
+        let wrong: Vec<String> = match self.answer() {
+            Answer::InputError { input, error } if input == "settings" => expect
+                .refusal_mismatch(&error, &error)
+                .into_iter()
+                .collect(),
+            Answer::InputError { input, error } => {
+                vec![format!("input error in {input}: {error}")]
             }
-            (Answer::InputError { input, error }, None) => {
-                return Err(format!("input error in {input}: {error}"))
+            Answer::Verdict(outcome) => {
+                let shown = serde_json::to_string(&outcome).unwrap_or_default();
+                match expect.answered(&shown) {
+                    Some(wrong) => vec![wrong],
+                    None => expect.response_mismatches(&Response {
+                        allowed: outcome.allowed,
+                        code: outcome.code,
+                        message: outcome.message.as_deref(),
+                        warnings: &outcome.warnings,
+                        audit_annotations: Some(&outcome.audit_annotations),
+                    }),
+                }
             }
-            (Answer::Verdict(_), Some(fragment)) => {
-                return Err(format!("settings accepted, expected {fragment:?}"))
-            }
-            (Answer::Verdict(outcome), None) => outcome,
         };
-        let mut wrong = Vec::new();
-        if expect.allowed.is_some_and(|a| a != outcome.allowed) {
-            wrong.push(format!("allowed is {}", outcome.allowed));
-        }
-        if expect.code.is_some() && expect.code != outcome.code {
-            wrong.push(format!("code is {:?}", outcome.code));
-        }
-        let message = outcome.message.as_deref().unwrap_or("");
-        for fragment in &expect.message_contains {
-            if !message.contains(fragment.as_str()) {
-                wrong.push(format!("message {message:?} lacks {fragment:?}"));
-            }
-        }
-        if expect.message_absent && !message.is_empty() {
-            wrong.push(format!("message {message:?} present"));
-        }
-        for fragment in &expect.warnings_contain {
-            if !outcome
-                .warnings
-                .iter()
-                .any(|w| w.contains(fragment.as_str()))
-            {
-                wrong.push(format!("no warning contains {fragment:?}"));
-            }
-        }
-        if expect.warnings.is_some_and(|n| n != outcome.warnings.len()) {
-            wrong.push(format!("{} warnings", outcome.warnings.len()));
-        }
-        for (key, fragment) in &expect.audit_annotations_contain {
-            let value = outcome
-                .audit_annotations
-                .get(key)
-                .map_or("", String::as_str);
-            if !value.contains(fragment.as_str()) {
-                wrong.push(format!(
-                    "audit annotation {key} {value:?} lacks {fragment:?}"
-                ));
-            }
-        }
         if wrong.is_empty() {
             Ok(())
         } else {
@@ -216,13 +143,7 @@ pub struct Collected {
 
 /// Every scenario of `dir`: offered ones, and the names left out with why.
 pub fn collect(dir: &Path) -> Result<Collected, String> {
-    let mut dirs: Vec<_> = fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| path.join("scenario.yaml").is_file())
-        .collect();
-    dirs.sort();
+    let dirs = discover(dir).map_err(|e| format!("{e:#}"))?;
     let (mut offered, mut left_out) = (Vec::new(), Vec::new());
     for path in dirs {
         let name = path

@@ -68,5 +68,9 @@ fn a_wrong_expectation_is_caught() {
         .unwrap();
     assert_eq!(example.check(), Ok(()));
     example.expect.allowed = Some(true);
-    assert_eq!(example.check(), Err("allowed is false".to_string()));
+    let why = example.check().unwrap_err();
+    assert!(
+        why.starts_with("expected allowed: true, got allowed: false (message: \"KubeadmConfig"),
+        "{why}"
+    );
 }

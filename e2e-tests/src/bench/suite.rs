@@ -18,12 +18,12 @@ use capi_bootstrap_rollout_policy::engine::validate_payload;
 use super::inputs::{self, Input};
 use super::probe::{MemoryProbe, MemoryUse};
 use super::stats::{fmt_bytes, fmt_ns, linear_fit, LinearFit, Samples};
-use crate::admission::{AdmissionResponse, ValidateRequest, ValidationResponse};
+use crate::admission::{from_validation_response, ValidateRequest, ValidationResponse};
 use crate::annotate::{annotate, AnnotateOptions};
 use crate::callbacks::HostContext;
 use crate::engine::{EngineOptions, Policy};
 use crate::run;
-use crate::scenarios::{run_all, Evaluator};
+use scenario_model::runner::{run_all, Evaluator, ScenarioResult};
 
 pub const BEGIN_MARKER: &str = "<!-- make bench: generated from here -->";
 pub const END_MARKER: &str = "<!-- make bench: generated up to here -->";
@@ -262,8 +262,7 @@ fn evaluate_in_host(
     drop(instance);
     let t4 = Instant::now();
     let response: ValidationResponse = serde_json::from_slice(&answer)?;
-    let response = AdmissionResponse::from_validation_response(uid, object, &response)
-        .map_err(|e| anyhow!("{e}"))?;
+    let response = from_validation_response(uid, object, &response).map_err(|e| anyhow!("{e}"))?;
     black_box(response);
     let t5 = Instant::now();
     Ok([
@@ -310,12 +309,8 @@ fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
     let settings = settings_map(&input.settings)?;
     let wasm = run::validate(policy, &request, &settings);
     let native: ValidationResponse = serde_json::from_slice(&native_validate(&input.payload()?))?;
-    let native = AdmissionResponse::from_validation_response(
-        request.uid(),
-        input.request.get("object"),
-        &native,
-    )
-    .map_err(|e| anyhow!("{e}"))?;
+    let native = from_validation_response(request.uid(), input.request.get("object"), &native)
+        .map_err(|e| anyhow!("{e}"))?;
     if wasm.to_line() != native.to_line() {
         bail!(
             "{}: the module and the native engine disagree:\n  wasm   {}\n  native {}",
@@ -788,9 +783,7 @@ fn module_variants(options: &SuiteOptions, notes: &mut Vec<String>) -> Result<Va
 
     let mut runs = Vec::new();
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let outcome = |r: &crate::scenarios::ScenarioResult| {
-        (r.name.clone(), r.verdict.label(), r.summary.clone())
-    };
+    let outcome = |r: &ScenarioResult| (r.name.clone(), r.verdict.label(), r.summary.clone());
     eprintln!("bench: scenarios on the shipped module");
     let results = run_all(
         &Evaluator::policy_host(&options.host),

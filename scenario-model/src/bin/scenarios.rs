@@ -1,5 +1,6 @@
-//! `scenarios --module annotated-policy.wasm e2e-tests/scenarios`: runs every scenario through
-//! policy-host (or kwctl) and prints a table; exits non-zero if an expectation fails.
+//! `scenarios --module annotated-policy.wasm e2e-tests/scenarios [--kwctl PATH | --host PATH]`:
+//! runs every scenario through kwctl or policy-host and prints a table (`make demo`); exits
+//! non-zero if an expectation fails. Builds no evaluator: it starts the one it is given.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use policy_host::scenarios::{render_table, run_all, Evaluator};
+use scenario_model::runner::{render_table, run_all, Evaluator};
 
 #[derive(Parser)]
 #[command(
@@ -55,7 +56,7 @@ fn execute(cli: Cli) -> Result<bool> {
             let host = exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX));
             if !host.is_file() {
                 bail!(
-                    "{} not found; build it (cargo build --release -p policy-host) or pass --host",
+                    "{} not found; build it (make host), pass --host, or pass --kwctl",
                     host.display()
                 );
             }
