@@ -9,10 +9,17 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-HOST_SOURCES := e2e-tests/Cargo.toml $(shell find e2e-tests/src scenario-model/src -name '*.rs')
+# policy-host's cargo features (e2e-tests/Cargo.toml): `registry` (push, pull) and `bench`.
+# `run` and `annotate` need neither, so `make demo` builds the host without them; test, push
+# and bench build it with both. Another feature set is another wasmtime build (shared crates
+# get other features), so `make test` builds the host once, with both, for everything.
+HOST_FEATURES ?= --features policy-host/registry,policy-host/bench
+# kwctl, when it is on PATH or KWCTL names it: the demo then evaluates and annotates with it
+# and builds no host at all. `make demo KWCTL=` ignores an installed one.
+KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 
 .PHONY: all demo test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
-	playground playground-build playground-target playground-test
+	playground playground-build playground-target playground-test FORCE
 
 all: annotated-policy.wasm
 
@@ -49,21 +56,36 @@ target/panic-probe.wasm: $(RUST_SOURCES) | wasm-target wasm-opt
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy --features panic-probe
 	$(WASM_OPT) $(WASM_OPT_FLAGS) $(CARGO_WASM) -o $@
 
-$(HOST): $(HOST_SOURCES) Cargo.lock
-	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE)
+# Always handed to cargo, which knows whether the binary is current for these features (a
+# no-op takes a second); make re-reads its time, so what depends on it is remade only when
+# cargo relinked it. The demo's table runner (bin scenarios) comes with it, in the same build.
+$(HOST): FORCE
+	$(CARGO) build --locked --release -p policy-host -p scenario-model $(HOST_PROFILE) $(HOST_FEATURES)
 host: $(HOST)
 
+ifneq ($(strip $(KWCTL)),)
+annotated-policy.wasm: policy.wasm metadata.yml README.md
+	$(KWCTL) annotate -m metadata.yml -u README.md -o $@ policy.wasm
+
+# Through kwctl: only the policy module and the table runner (no wasmtime, a debug build).
+demo: annotated-policy.wasm
+	$(CARGO) run --locked --quiet -p scenario-model --bin scenarios -- \
+		--kwctl $(KWCTL) --module annotated-policy.wasm e2e-tests/scenarios
+else
 annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
 	$(HOST) annotate -m metadata.yml -u README.md -o $@ policy.wasm
 
-demo: annotated-policy.wasm
-	$(CARGO) run --locked --quiet --release -p scenario-model $(HOST_PROFILE) --bin scenarios -- --host $(HOST) --module annotated-policy.wasm e2e-tests/scenarios
+# Without kwctl: the host as `run` needs it, no registry client, no benchmarks.
+demo: HOST_FEATURES :=
+demo: annotated-policy.wasm $(HOST)
+	target/release/scenarios --host $(HOST) --module annotated-policy.wasm e2e-tests/scenarios
+endif
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy: | wasm-target playground-target
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets --all-features -- -D warnings
 	$(CARGO) clippy --locked --target $(WASM_TARGET) -p capi-bootstrap-rollout-policy -- -D warnings
 	$(CARGO) clippy --locked --target $(PLAYGROUND_TARGET) -p capi-rollout-playground --lib -- -D warnings
 
@@ -73,7 +95,7 @@ unit: annotated-policy.wasm
 
 e2e: annotated-policy.wasm target/panic-probe.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm PANIC_PROBE_POLICY=$(CURDIR)/target/panic-probe.wasm \
-	$(CARGO) test --locked --release -p policy-host $(HOST_PROFILE)
+	$(CARGO) test --locked --release -p policy-host -p scenario-model $(HOST_PROFILE) $(HOST_FEATURES)
 
 # capi-rollout-check (preflight/) on its manifest fixtures; a debug build is enough.
 preflight:
@@ -151,7 +173,7 @@ push: annotated-policy.wasm $(HOST)
 # `policy-host bench -r REQUEST.json annotated-policy.wasm`, kwctl's bench.
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
-	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) --bin bench -- \
+	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
 		--command "make bench"
 

@@ -9,8 +9,10 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use policy_host::annotate::{annotate, AnnotateOptions};
+#[cfg(feature = "bench")]
 use policy_host::bench::command::{bench, BenchArgs};
 use policy_host::engine::EngineOptions;
+#[cfg(feature = "registry")]
 use policy_host::oci::{pull_command, push_command, PullArgs, PushArgs};
 use policy_host::run::{inspect, run, RunOptions, RunReport};
 
@@ -34,10 +36,13 @@ enum Command {
     /// Print the metadata JSON stored in an annotated module.
     Inspect(InspectArgs),
     /// Push an annotated module to an OCI registry, as `kwctl push`.
+    #[cfg(feature = "registry")]
     Push(PushArgs),
     /// Pull a policy module from an OCI registry into a file, as `kwctl pull -o`.
+    #[cfg(feature = "registry")]
     Pull(PullArgs),
     /// Benchmark a policy module on a request, as `kwctl bench`.
+    #[cfg(feature = "bench")]
     Bench(BenchArgs),
 }
 
@@ -163,6 +168,7 @@ fn execute(command: Command) -> Result<()> {
             })?;
             Ok(())
         }
+        #[cfg(feature = "bench")]
         Command::Bench(args) => {
             let mut report = RunReport::default();
             let result = bench(&args, &mut report);
@@ -174,7 +180,9 @@ fn execute(command: Command) -> Result<()> {
             }
             result
         }
+        #[cfg(feature = "registry")]
         Command::Push(args) => push_command(&args),
+        #[cfg(feature = "registry")]
         Command::Pull(args) => pull_command(&args),
         Command::Inspect(args) => {
             let json = inspect(&args.module)?;
