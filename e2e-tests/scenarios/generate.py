@@ -10,10 +10,15 @@ import copy
 import itertools
 import json
 import os
+import sys
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NS = "team-payments"
+# The object builders shared with preflight's fixtures.
+sys.path.insert(0, os.path.join(HERE, "..", "..", "fixtures"))
+import capi_objects as capi  # noqa: E402
+
+NS = capi.NS
 POOL = "workers-spot"
 POOL_UID = "3f0c9a52-5d1e-4d53-9a43-2a7f1b8e6c01"
 CONFIG = "workers-spot-8d2f0a1c"
@@ -36,12 +41,8 @@ def sa(name):
 
 
 def meta(name, uid, generation=1, labels=None, owners=None):
-    m = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "482913", "generation": generation,
-         "creationTimestamp": "2026-11-02T09:14:07Z",
-         "labels": {"cluster.x-k8s.io/cluster-name": "prod-eu-1", **(labels or {})}}
-    if owners:
-        m["ownerReferences"] = owners
-    return m
+    return capi.metadata(name, stored={"uid": uid, "generation": generation},
+                         labels={capi.CLUSTER_LABEL: capi.CLUSTER, **(labels or {})}, owners=owners)
 
 
 def pool_owner(version="v1beta2"):
@@ -49,22 +50,14 @@ def pool_owner(version="v1beta2"):
              "uid": POOL_UID, "controller": True, "blockOwnerDeletion": True}]
 
 
-def kubeadm_spec(version, sysctl="net.ipv4.ip_forward = 1", max_pods="110", token="q3v8ks.x6f1b2c9d0e4a7m5"):
-    args = {"max-pods": max_pods, "node-labels": "node.kubernetes.io/lifecycle=spot"}
-    if version == "v1beta2":
-        args = [{"name": k, "value": v} for k, v in args.items()]
-    spec = {
-        "files": [
-            {"path": "/etc/sysctl.d/90-kubernetes.conf", "owner": "root:root", "permissions": "0644", "content": sysctl},
-            {"path": "/etc/containerd/conf.d/mirror.toml", "content": "[plugins.cri.registry]\n  config_path = \"/etc/containerd/certs.d\"\n"},
-        ],
-        "preKubeadmCommands": ["sysctl --system", "systemctl restart containerd"],
-        "joinConfiguration": {
-            "nodeRegistration": {"name": "{{ ds.meta_data.local_hostname }}", "kubeletExtraArgs": args},
-            "discovery": {"bootstrapToken": {"token": token, "apiServerEndpoint": "10.20.0.10:6443",
-                                             "caCertHashes": ["sha256:5b7c0f3e0d6a4c9e8f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70"]}},
-        },
-    }
+def kubeadm_spec(version, sysctl=capi.SYSCTL, max_pods="110", token="q3v8ks.x6f1b2c9d0e4a7m5"):
+    """As CABPK leaves it: the discovery fields filled, and v1beta1's defaults."""
+    spec = capi.kubeadm_spec(
+        version, sysctl, max_pods,
+        more_files=[{"path": "/etc/containerd/conf.d/mirror.toml", "content": "[plugins.cri.registry]\n  config_path = \"/etc/containerd/certs.d\"\n"}],
+        more_commands=["systemctl restart containerd"],
+        discovery={"bootstrapToken": {"token": token, "apiServerEndpoint": "10.20.0.10:6443",
+                                      "caCertHashes": ["sha256:5b7c0f3e0d6a4c9e8f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f70"]}})
     if version == "v1beta1":
         spec["format"] = "cloud-config"
         spec["joinConfiguration"]["nodeRegistration"]["imagePullPolicy"] = "IfNotPresent"
@@ -78,12 +71,9 @@ def kubeadm_status(version):
 
 
 def kubeadm_config(version="v1beta2", owned=True, labels=None, status=True, **spec_args):
-    obj = {"apiVersion": f"bootstrap.cluster.x-k8s.io/{version}", "kind": "KubeadmConfig",
-           "metadata": meta(CONFIG, "9a3e5b1c-7f2d-4e8a-b6c4-1d0f2e3a4b5c", 7, labels, pool_owner() if owned else None),
-           "spec": kubeadm_spec(version, **spec_args)}
-    if status:
-        obj["status"] = kubeadm_status(version)
-    return obj
+    return capi.kubeadm_config(
+        version, meta(CONFIG, "9a3e5b1c-7f2d-4e8a-b6c4-1d0f2e3a4b5c", 7, labels, pool_owner() if owned else None),
+        kubeadm_spec(version, **spec_args), kubeadm_status(version) if status else None)
 
 
 def machine_pool(version, config_ref, data_secret=CONFIG, replicas=3):
@@ -92,23 +82,12 @@ def machine_pool(version, config_ref, data_secret=CONFIG, replicas=3):
         bootstrap["configRef"] = config_ref
     if data_secret:
         bootstrap["dataSecretName"] = data_secret
-    infra = ({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachinePool", "name": POOL, "namespace": NS}
-             if version == "v1beta1" else
-             {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSMachinePool", "name": POOL})
-    return {"apiVersion": f"cluster.x-k8s.io/{version}", "kind": "MachinePool",
-            "metadata": meta(POOL, POOL_UID, 4),
-            "spec": {"clusterName": "prod-eu-1", "replicas": replicas,
-                     "template": {"spec": {"clusterName": "prod-eu-1", "version": "v1.33.4",
-                                           "bootstrap": bootstrap, "infrastructureRef": infra}}}}
+    infra = capi.ref(version, "AWSMachinePool", POOL, capi.INFRA_GROUP, namespace=NS)
+    return capi.machine_pool(version, meta(POOL, POOL_UID, 4), bootstrap, infra, replicas)
 
 
-def ref(version, name, kind="KubeadmConfig", group="bootstrap.cluster.x-k8s.io", api_version="v1beta2", namespace=NS):
-    if version == "v1beta1":
-        r = {"apiVersion": f"{group}/{api_version}", "kind": kind, "name": name}
-        if namespace:
-            r["namespace"] = namespace
-        return r
-    return {"apiGroup": group, "kind": kind, "name": name}
+def ref(version, name, kind="KubeadmConfig", group=capi.BOOTSTRAP_GROUP, api_version="v1beta2", namespace=NS):
+    return capi.ref(version, kind, name, group, api_version, namespace)
 
 
 def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_run=False):
@@ -506,28 +485,19 @@ scenario("context-aware-rotation-same-content",
 TEMPLATE = "workers-md-0-5b2c9e71"
 
 
-def kubeadm_template(version, sysctl="net.ipv4.ip_forward = 1", owners=None, labels=None):
+def kubeadm_template(version, sysctl=capi.SYSCTL, owners=None, labels=None):
     spec = kubeadm_spec(version, sysctl=sysctl)
     del spec["joinConfiguration"]["discovery"]
-    return {"apiVersion": f"bootstrap.cluster.x-k8s.io/{version}", "kind": "KubeadmConfigTemplate",
-            "metadata": meta(TEMPLATE, "7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2918", 1, labels, owners),
-            "spec": {"template": {"spec": spec}}}
+    return capi.kubeadm_config_template(
+        version, meta(TEMPLATE, "7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2918", 1, labels, owners), spec)
 
 
 def machine_deployment(version, template_name, kind="MachineDeployment"):
-    if version == "v1beta1":
-        r = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "KubeadmConfigTemplate", "name": template_name}
-        infra = {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachineTemplate", "name": "workers-md-0"}
-    else:
-        r = {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": template_name}
-        infra = {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSMachineTemplate", "name": "workers-md-0"}
-    labels = {"cluster.x-k8s.io/cluster-name": "prod-eu-1", "cluster.x-k8s.io/deployment-name": "workers-md-0"}
-    return {"apiVersion": f"cluster.x-k8s.io/{version}", "kind": kind,
-            "metadata": meta("workers-md-0", "5d4c3b2a-1908-4f7e-8d6c-5b4a39281706", 3),
-            "spec": {"clusterName": "prod-eu-1", "replicas": 3, "selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels},
-                                  "spec": {"clusterName": "prod-eu-1", "version": "v1.33.4",
-                                           "bootstrap": {"configRef": r}, "infrastructureRef": infra}}}}
+    r = capi.ref(version, "KubeadmConfigTemplate", template_name, api_version="v1beta1")
+    infra = capi.ref(version, "AWSMachineTemplate", "workers-md-0", capi.INFRA_GROUP)
+    labels = {capi.CLUSTER_LABEL: capi.CLUSTER, "cluster.x-k8s.io/deployment-name": "workers-md-0"}
+    return capi.machine_deployment(version, meta("workers-md-0", "5d4c3b2a-1908-4f7e-8d6c-5b4a39281706", 3),
+                                   r, infra, kind=kind, labels=labels)
 
 
 def edit_template(o):
