@@ -19,11 +19,11 @@ struct Cli {
     /// The annotated policy module.
     #[arg(long, value_name = "WASM")]
     module: PathBuf,
-    /// The policy-host binary (default: the one next to this program).
-    #[arg(long, value_name = "PATH", env = "POLICY_HOST")]
+    /// The policy-host binary (default: $POLICY_HOST, else the one next to this program).
+    #[arg(long, value_name = "PATH")]
     host: Option<PathBuf>,
-    /// Run the scenarios through this kwctl binary instead of policy-host.
-    #[arg(long, value_name = "PATH", env = "KWCTL")]
+    /// Run the scenarios through this kwctl binary instead of policy-host (default: $KWCTL).
+    #[arg(long, value_name = "PATH")]
     kwctl: Option<PathBuf>,
     /// Runs at a time (default: the number of CPUs).
     #[arg(long)]
@@ -47,21 +47,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// An environment variable naming a program; empty is unset (`make demo KWCTL=` exports
+/// `KWCTL` empty).
+fn program_from_env(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from)
+}
+
 fn execute(cli: Cli) -> Result<bool> {
-    let evaluator = match (&cli.kwctl, &cli.host) {
-        (Some(kwctl), _) => Evaluator::kwctl(kwctl),
-        (None, Some(host)) => Evaluator::policy_host(host),
-        (None, None) => {
-            let exe = std::env::current_exe()?;
-            let host = exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX));
-            if !host.is_file() {
-                bail!(
-                    "{} not found; build it (make host), pass --host, or pass --kwctl",
-                    host.display()
-                );
-            }
-            Evaluator::policy_host(host)
+    // A flag wins over the environment; kwctl over policy-host.
+    let evaluator = if let Some(kwctl) = &cli.kwctl {
+        Evaluator::kwctl(kwctl)
+    } else if let Some(host) = &cli.host {
+        Evaluator::policy_host(host)
+    } else if let Some(kwctl) = program_from_env("KWCTL") {
+        Evaluator::kwctl(kwctl)
+    } else if let Some(host) = program_from_env("POLICY_HOST") {
+        Evaluator::policy_host(host)
+    } else {
+        let exe = std::env::current_exe()?;
+        let host = exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX));
+        if !host.is_file() {
+            bail!(
+                "{} not found; build it (make host), pass --host, or pass --kwctl",
+                host.display()
+            );
         }
+        Evaluator::policy_host(host)
     };
     let jobs = cli
         .jobs
