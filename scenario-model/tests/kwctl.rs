@@ -252,3 +252,39 @@ fn the_runner_gives_kwctl_its_command_lines() {
     expected.sort();
     assert_eq!(calls(&dir.0), expected);
 }
+
+/// `make demo KWCTL=` exports KWCTL empty to the runner: that means no kwctl.
+#[test]
+fn an_empty_kwctl_is_no_kwctl() {
+    let dir = TempDir::new("empty");
+    // kwctl's `run` and policy-host's take the same arguments: the stand-in serves as a host.
+    let host = fake_kwctl(
+        &dir.0,
+        r#"{"uid":"u","allowed":true,"auditAnnotations":null,"warnings":null}"#,
+    );
+    let scenario = dir.0.join("scenarios/plain");
+    std::fs::create_dir_all(&scenario).unwrap();
+    std::fs::write(
+        scenario.join("scenario.yaml"),
+        "description: d\nexpect: {allowed: true}\n",
+    )
+    .unwrap();
+    std::fs::write(scenario.join("request.json"), "{}\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_scenarios"))
+        .arg("--host")
+        .arg(&host)
+        .arg("--module")
+        .arg(&host)
+        .arg(dir.0.join("scenarios"))
+        .env("KWCTL", "")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("run through policy-host"), "{stdout}");
+    assert_eq!(calls(&dir.0).len(), 1);
+}
