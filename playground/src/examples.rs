@@ -103,7 +103,10 @@ impl Example {
     pub fn check(&self) -> Result<(), String> {
         let expect = &self.expect;
         let wrong: Vec<String> = match self.answer() {
-            Answer::InputError { input, error } if input == "settings" => expect
+            Answer::InputError {
+                input: "settings",
+                error,
+            } => expect
                 .refusal_mismatch(&error, &error)
                 .into_iter()
                 .collect(),
