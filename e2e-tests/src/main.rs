@@ -44,6 +44,32 @@ enum Command {
     /// Benchmark a policy module on a request, as `kwctl bench`.
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
+    /// In a host built without the feature: says how to get the command.
+    #[cfg(not(feature = "registry"))]
+    #[command(hide = true)]
+    Push(NotBuilt),
+    #[cfg(not(feature = "registry"))]
+    #[command(hide = true)]
+    Pull(NotBuilt),
+    #[cfg(not(feature = "bench"))]
+    #[command(hide = true)]
+    Bench(NotBuilt),
+}
+
+/// The arguments of a command this host was built without, taken as they come.
+#[cfg(any(not(feature = "registry"), not(feature = "bench")))]
+#[derive(Args)]
+struct NotBuilt {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+#[cfg(any(not(feature = "registry"), not(feature = "bench")))]
+fn not_built(command: &str, feature: &str) -> Result<()> {
+    anyhow::bail!(
+        "this policy-host was built without `{command}` (as `make demo` builds it): build it \
+         with `make host`, or cargo's `--features {feature}`"
+    )
 }
 
 #[derive(Args)]
@@ -184,6 +210,12 @@ fn execute(command: Command) -> Result<()> {
         Command::Push(args) => push_command(&args),
         #[cfg(feature = "registry")]
         Command::Pull(args) => pull_command(&args),
+        #[cfg(not(feature = "registry"))]
+        Command::Push(_) => not_built("push", "registry"),
+        #[cfg(not(feature = "registry"))]
+        Command::Pull(_) => not_built("pull", "registry"),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench(_) => not_built("bench", "bench"),
         Command::Inspect(args) => {
             let json = inspect(&args.module)?;
             let mut stdout = std::io::stdout().lock();
