@@ -23,6 +23,9 @@ POOL = "workers-spot"
 POOL_UID = "3f0c9a52-5d1e-4d53-9a43-2a7f1b8e6c01"
 CONFIG = "workers-spot-8d2f0a1c"
 KUBEADM_BOOTSTRAP = "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager"
+# A bootstrap provider installed under names the default controllerUsers do not know: its
+# writes are judged (contract flags reach it); the listed providers' writes are only audited.
+OTHER_PROVIDER = "system:serviceaccount:acme-bootstrap-system:acme-bootstrap-manager"
 CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 RKE2_BOOTSTRAP = "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager"
@@ -213,16 +216,21 @@ for v, flag in (("v1beta1", "status.ready"), ("v1beta2", "status.initialization.
     new["status"] = kubeadm_status(v)
     del new["status"]["dataSecretName"]
     scenario(f"kubeadmconfig-{v}-status-ready-without-secret",
-             f"{v}: a provider reporting {flag} without status.dataSecretName is flagged (warning)",
-             request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+             f"{v}: a provider (not in controllerUsers) reporting {flag} without status.dataSecretName is flagged (warning)",
+             request("UPDATE", new, old, user=sa(OTHER_PROVIDER), sub_resource="status"),
              {"allowed": True, "warnings": 1, "warningsContain": [f"status.dataSecretName missing while {flag} is true (bootstrap contract)"]})
 old = kubeadm_config("v1beta2", status=False)
 new = copy.deepcopy(old)
 new["status"] = {"initialization": {"dataSecretCreated": True}}
 scenario("kubeadmconfig-v1beta2-status-contract-reject",
-         "contractViolations: reject refuses a status update that claims ready data without naming the secret",
-         request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+         "contractViolations: reject refuses a status update (by a provider not in controllerUsers) that claims ready data without naming the secret",
+         request("UPDATE", new, old, user=sa(OTHER_PROVIDER), sub_resource="status"),
          {"allowed": False, "messageContains": ["[status.dataSecretName: Required: status.initialization.dataSecretCreated is true"]},
+         settings={"contractViolations": "reject"})
+scenario("kubeadmconfig-v1beta2-status-contract-controller-audited",
+         "contractViolations: reject never refuses CABPK itself (controllerUsers): allowed, the finding audited",
+         request("UPDATE", new, old, user=sa(KUBEADM_BOOTSTRAP), sub_resource="status"),
+         {"allowed": True, "warnings": 0, "auditAnnotationsContain": {CONTROLLER_WRITE: "would have rejected: [status.dataSecretName: Required: status.initialization.dataSecretCreated is true"}},
          settings={"contractViolations": "reject"})
 scenario("kubeadmconfig-v1beta2-status-contract-ignore",
          "contractViolations: ignore says nothing about the same status",
