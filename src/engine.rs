@@ -10,7 +10,7 @@ use crate::kinds::{is_machine_pool, is_machine_template_consumer};
 use crate::lookups::{
     consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
 };
-use crate::ownership::{check_removal, machine_pool_controllers, removes_a_controller, Owner};
+use crate::ownership::{check_removal, machine_pool_controllers, removed_controllers, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
 use crate::settings::{settings_of, Settings};
@@ -172,7 +172,7 @@ fn bootstrap_config(
                 // every ~7.5 minutes).
                 let rules = settings.field_rules(&subject.group_kind.kind);
                 let changes = in_place_edit::compared_changes(subject, &rules, old_spec, new_spec);
-                let strips = removes_a_controller(&owners, request.object);
+                let strips = !removed_controllers(&owners, request.object).is_empty();
                 let pools = if changes.is_empty() && !strips {
                     None
                 } else {

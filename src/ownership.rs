@@ -46,13 +46,17 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
     }
 }
 
-/// Whether `new_object` lacks (or demotes) one of the MachinePool controller references
-/// `old_owners` of the stored object.
-pub fn removes_a_controller(old_owners: &[Owner], new_object: Option<&Value>) -> bool {
+/// The MachinePool controller references of the stored object (`old_owners`) that
+/// `new_object` lacks or demotes.
+pub fn removed_controllers<'a>(
+    old_owners: &'a [Owner],
+    new_object: Option<&Value>,
+) -> Vec<&'a Owner> {
     let remaining = machine_pool_controllers(new_object);
     old_owners
         .iter()
-        .any(|old| !remaining.iter().any(|new| same_owner(old, new)))
+        .filter(|old| !remaining.iter().any(|new| same_owner(old, new)))
+        .collect()
 }
 
 /// Rule 4: removing (or demoting) a MachinePool controller reference of an in-use config. Only
@@ -72,11 +76,7 @@ pub fn check_removal(
     {
         return None;
     }
-    let remaining = machine_pool_controllers(new_object);
-    let removed: Vec<&Owner> = old_owners
-        .iter()
-        .filter(|old| !remaining.iter().any(|new| same_owner(old, new)))
-        .collect();
+    let removed = removed_controllers(old_owners, new_object);
     if removed.is_empty() {
         return None;
     }
