@@ -216,16 +216,27 @@ impl Verdict {
             Some(message) if !self.allowed => format!("would have rejected: {message}"),
             _ => format!("would have warned: {}", self.warnings.join(" | ")),
         };
-        let mut audit_annotations = self.audit_annotations;
-        audit_annotations.insert(
-            EXEMPTION_ANNOTATION.to_string(),
+        self.allowed_with_note(
+            EXEMPTION_ANNOTATION,
             format!("allowed because {reason}; {outcome}"),
-        );
+            true,
+        )
+    }
+
+    /// Allowed, with `note` under `key` in the audit annotations, the warnings kept or dropped;
+    /// the violations and the suggested name stay as data.
+    fn allowed_with_note(self, key: &str, note: String, keep_warnings: bool) -> Self {
+        let mut audit_annotations = self.audit_annotations;
+        audit_annotations.insert(key.to_string(), note);
         Verdict {
             allowed: true,
             message: None,
             code: None,
-            warnings: self.warnings,
+            warnings: if keep_warnings {
+                self.warnings
+            } else {
+                Vec::new()
+            },
             audit_annotations,
             violations: self.violations,
             suggested_name: self.suggested_name,
@@ -258,17 +269,7 @@ impl Verdict {
             "allowed because {username:?} is in controllerUsers; would have {}: {told}",
             if self.allowed { "warned" } else { "rejected" }
         );
-        let mut audit_annotations = self.audit_annotations;
-        audit_annotations.insert(CONTROLLER_WRITE_ANNOTATION.to_string(), outcome);
-        Verdict {
-            allowed: true,
-            message: None,
-            code: None,
-            warnings: Vec::new(),
-            audit_annotations,
-            violations: self.violations,
-            suggested_name: self.suggested_name,
-        }
+        self.allowed_with_note(CONTROLLER_WRITE_ANNOTATION, outcome, false)
     }
 
     /// The AdmissionResponse: `violations` and `suggested_name` are already in the message.
