@@ -13,7 +13,7 @@ use crate::lookups::{
 use crate::ownership::{check_removal, machine_pool_controllers, removed_controllers, Owner};
 use crate::request::{kind_of, Operation, Request};
 use crate::rotation;
-use crate::settings::{settings_of, Settings};
+use crate::settings::{settings_of, Action, Settings};
 use crate::template;
 use crate::verdict::{Finding, Subject, Verdict};
 
@@ -171,7 +171,12 @@ fn bootstrap_config(
                 // (parsing the rules is a visible share of the token rotation CAPI writes
                 // every ~7.5 minutes).
                 let rules = settings.field_rules(&subject.group_kind.kind);
-                let changes = in_place_edit::compared_changes(subject, &rules, old_spec, new_spec);
+                // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
+                let changes = if lookups.is_some() || settings.in_place_edits != Action::Ignore {
+                    in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
+                } else {
+                    Vec::new()
+                };
                 let strips = !removed_controllers(&owners, request.object).is_empty();
                 let pools = if changes.is_empty() && !strips {
                     None
