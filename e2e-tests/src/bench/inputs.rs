@@ -5,10 +5,14 @@
 //! Sizes are those of the new `object` serialized as compact JSON; the request carries it
 //! twice (`object` and `oldObject`) plus ~0.8 KiB of envelope.
 
+use std::sync::Arc;
+
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
 use crate::admission::ValidateRequest;
+use crate::callbacks::HostContext;
+use crate::engine::HostCallback;
 
 const MACHINE_POOL_ROTATION: &str =
     include_str!("../../scenarios/machinepool-v1beta2-rotate-configref/request.json");
@@ -28,6 +32,9 @@ pub struct Input {
     pub settings: Value,
     /// The verdict the policy must give (checked before measuring).
     pub allowed: bool,
+    /// The host's answer to the MachinePool list, for a request that needs it (`contextAware`
+    /// on): what `list_resources_by_namespace` returns. `None`: the request looks nothing up.
+    pub pool_list: Option<Arc<[u8]>>,
 }
 
 impl Input {
@@ -41,6 +48,28 @@ impl Input {
     /// The request as the host sends it to the guest.
     pub fn validate_request(&self) -> Result<ValidateRequest> {
         ValidateRequest::build(&self.request, false)
+    }
+
+    /// The host's side of `__host_call` for this input: the pool list when it has one, else
+    /// a host without a cluster (every lookup fails).
+    pub fn host_callback(&self) -> Arc<HostCallback> {
+        let Some(list) = &self.pool_list else {
+            return HostContext::offline().into_callback();
+        };
+        let list = Arc::clone(list);
+        Arc::new(
+            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| {
+                if (binding, namespace, operation)
+                    == ("kubewarden", "kubernetes", "list_resources_by_namespace")
+                {
+                    Ok(list.to_vec())
+                } else {
+                    Err(format!(
+                        "the benchmark host answers the pool list only, not {namespace}/{operation}"
+                    ))
+                }
+            },
+        )
     }
 
     /// The `validate` payload, byte for byte what `policy-host run` sends the guest.
@@ -63,6 +92,7 @@ pub fn machine_pool_rotation() -> Input {
         request: parse(MACHINE_POOL_ROTATION),
         settings: json!({}),
         allowed: true,
+        pool_list: None,
     }
 }
 
@@ -76,6 +106,7 @@ pub fn token_rotation(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: true,
+        pool_list: None,
     })
 }
 
@@ -89,6 +120,7 @@ pub fn config_edit(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     })
 }
 
@@ -104,6 +136,7 @@ pub fn one_file_changed(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     })
 }
 
@@ -121,6 +154,7 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     };
     input.name = format!(
         "{} config, {count} files of {}, one changed",
@@ -128,6 +162,69 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
         size_label(FILE_SIZE)
     );
     Ok(input)
+}
+
+/// The 10 KiB in-use edit with `contextAware: true` in a namespace of `pools` MachinePools
+/// (rejected): a compared spec change, so the policy lists the pools (issue 16). The list is
+/// what policy-server answers with the policy's field masks: each item only `metadata.name`,
+/// `metadata.uid`, `metadata.deletionTimestamp` (one pool in 97 is being deleted) and
+/// `spec.template.spec.bootstrap`. The pool in the middle of the list references the config.
+pub fn fleet(pools: usize) -> Result<Input> {
+    let mut input = config_edit(10 * 1024)?;
+    let object = &input.request["object"];
+    let config = object["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the edit's object has no name"))?
+        .to_string();
+    let owner = &object["metadata"]["ownerReferences"][0];
+    let (owner_name, owner_uid) = match (owner["name"].as_str(), owner["uid"].as_str()) {
+        (Some(name), Some(uid)) => (name.to_string(), uid.to_string()),
+        _ => return Err(anyhow!("the edit's object has no MachinePool owner")),
+    };
+    let items: Vec<Value> = (0..pools)
+        .map(|i| {
+            if i == pools / 2 {
+                return pool_item(&owner_name, &owner_uid, &config, false);
+            }
+            let hash = (i as u64 + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let uid = format!(
+                "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+                hash >> 32,
+                (hash >> 16) & 0xffff,
+                hash & 0xfff,
+                (hash >> 20) & 0xfff,
+                hash.rotate_left(17) & 0xffff_ffff_ffff
+            );
+            let name = format!("workers-{i:05}");
+            let config = format!("{name}-{:08x}", hash >> 40);
+            pool_item(&name, &uid, &config, i % 97 == 1)
+        })
+        .collect();
+    let list = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": "4829131"},
+        "items": items,
+    });
+    input.settings = json!({ "contextAware": true });
+    input.pool_list = Some(Arc::from(serde_json::to_vec(&list)?));
+    input.name = format!("{pools} MachinePools");
+    Ok(input)
+}
+
+/// One MachinePool as the field-masked list carries it (v1beta2 configRef).
+fn pool_item(name: &str, uid: &str, config: &str, deleting: bool) -> Value {
+    let mut metadata = json!({ "name": name, "uid": uid });
+    if deleting {
+        metadata["deletionTimestamp"] = json!("2026-11-29T08:00:00Z");
+    }
+    json!({
+        "metadata": metadata,
+        "spec": {"template": {"spec": {"bootstrap": {
+            "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": config},
+            "dataSecretName": config,
+        }}}},
+    })
 }
 
 fn files_only(mut request: Value) -> Value {
@@ -271,6 +368,30 @@ mod tests {
             "{}",
             input.name
         );
+    }
+
+    #[test]
+    fn a_fleet_holds_its_pools_and_the_referencing_one() {
+        let input = fleet(100).unwrap();
+        let list: Value = serde_json::from_slice(input.pool_list.as_deref().unwrap()).unwrap();
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), 100);
+        let config = input.request["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap();
+        let referencing: Vec<&Value> = items
+            .iter()
+            .filter(|p| p["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] == config)
+            .collect();
+        assert_eq!(referencing.len(), 1);
+        assert_eq!(input.settings, json!({"contextAware": true}));
+        // Only the field-masked fields.
+        for item in items {
+            let keys: Vec<&String> = item["metadata"].as_object().unwrap().keys().collect();
+            assert!(keys
+                .iter()
+                .all(|k| ["name", "uid", "deletionTimestamp"].contains(&k.as_str())));
+        }
     }
 
     #[test]
