@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::kinds::{at, group_of_api_version, str_field};
+use crate::kinds::{at, group_of_api_version, str_field, GroupKind};
 
 pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 
@@ -20,16 +20,66 @@ pub struct RefIdentity {
 
 impl RefIdentity {
     pub fn of(config_ref: &Value) -> Self {
-        let group = str_field(config_ref, "apiGroup")
-            .or_else(|| str_field(config_ref, "apiVersion").map(group_of_api_version))
-            .unwrap_or("");
-        let field = |key| str_field(config_ref, key).unwrap_or("").to_string();
-        RefIdentity {
-            group: group.to_string(),
+        let field = |key| str_field(config_ref, key);
+        RefStrings {
+            api_group: field("apiGroup"),
+            api_version: field("apiVersion"),
             kind: field("kind"),
             name: field("name"),
             namespace: field("namespace"),
         }
+        .identity()
+    }
+
+    /// Whether the ref names the config `{group, kind} namespace/name`.
+    pub fn names(&self, group_kind: &GroupKind, namespace: &str, name: &str) -> bool {
+        RefStrings {
+            api_group: Some(&self.group),
+            api_version: None,
+            kind: Some(&self.kind),
+            name: Some(&self.name),
+            namespace: Some(&self.namespace),
+        }
+        .names(group_kind, namespace, name)
+    }
+}
+
+/// The string fields of a configRef (`None`: absent, or not a string).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefStrings<'s> {
+    pub api_group: Option<&'s str>,
+    pub api_version: Option<&'s str>,
+    pub kind: Option<&'s str>,
+    pub name: Option<&'s str>,
+    pub namespace: Option<&'s str>,
+}
+
+impl<'s> RefStrings<'s> {
+    /// v1beta2 names the group in `apiGroup`, v1beta1 in `apiVersion`.
+    pub fn group(&self) -> &'s str {
+        self.api_group
+            .or_else(|| self.api_version.map(group_of_api_version))
+            .unwrap_or("")
+    }
+
+    pub fn identity(&self) -> RefIdentity {
+        RefIdentity {
+            group: self.group().to_string(),
+            kind: self.kind.unwrap_or("").to_string(),
+            name: self.name.unwrap_or("").to_string(),
+            namespace: self.namespace.unwrap_or("").to_string(),
+        }
+    }
+
+    /// Whether the ref names the config `{group, kind} namespace/name` (a ref without a
+    /// namespace names one in the referrer's namespace). The same as its identity's
+    /// [`RefIdentity::names`], without building it.
+    pub fn names(&self, group_kind: &GroupKind, namespace: &str, name: &str) -> bool {
+        let ref_namespace = self.namespace.unwrap_or("");
+        self.group() == group_kind.group
+            && self.kind.unwrap_or("") == group_kind.kind
+            && self.name.unwrap_or("") == name
+            && (ref_namespace.is_empty() || ref_namespace == namespace)
     }
 }
 

@@ -6,9 +6,10 @@ use serde_json::Value;
 
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
-use crate::kinds::{is_machine_pool, is_machine_template_consumer};
+use crate::kinds::{is_machine_pool, is_machine_template_consumer, MACHINE_POOL};
 use crate::lookups::{
-    consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
+    consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
+    Lookups, NoLookups,
 };
 use crate::ownership::{check_removal, machine_pool_controllers, removes_a_controller, Owner};
 use crate::request::{kind_of, Operation, Request};
@@ -109,16 +110,17 @@ fn machine_pool(
     }
 }
 
-/// The MachinePools of the request's namespace, listed with `lookups` when there are any; a
-/// failed lookup adds its warning and leaves the ownerReference rules to decide.
+/// The host's answer to the MachinePool list of the request's namespace, asked with `lookups`
+/// when there are any; a failed lookup adds its warning and leaves the ownerReference rules to
+/// decide. Read with [`pools_in`].
 fn list_pools(
     settings: &Settings,
     request: &Request,
     lookups: Option<&dyn Lookups>,
     findings: &mut Vec<Finding>,
-) -> Option<Vec<Value>> {
+) -> Option<Vec<u8>> {
     match machine_pools(lookups?, &settings.capi_version, request.namespace) {
-        Ok(pools) => Some(pools),
+        Ok(answer) => Some(answer),
         Err(e) => {
             findings.push(Finding::lookup_failed("MachinePool", &e));
             None
@@ -126,8 +128,22 @@ fn list_pools(
     }
 }
 
+/// The pools of a list answer; an unreadable answer is a failed lookup.
+fn pools_in<'a>(
+    answer: Option<&'a [u8]>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<Consumer<'a>>> {
+    match consumers_in(answer?, MACHINE_POOL) {
+        Ok(pools) => Some(pools),
+        Err(e) => {
+            findings.push(Finding::lookup_failed(MACHINE_POOL, &e));
+            None
+        }
+    }
+}
+
 /// The pools whose current configRef names the subject (`live_only`: not being deleted).
-fn referencing_pools(pools: &[Value], subject: &Subject, live_only: bool) -> Vec<Owner> {
+fn referencing_pools(pools: &[Consumer], subject: &Subject, live_only: bool) -> Vec<Owner> {
     referencing(
         pools,
         &subject.group_kind,
@@ -154,7 +170,8 @@ fn bootstrap_config(
     match request.operation {
         Operation::Create => {
             findings.extend(check_config_status(settings, request.object));
-            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
+            let answer = list_pools(settings, request, lookups, &mut findings);
+            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
                 let consumers = consuming_data_secret(&pools, &subject.name);
                 findings.extend(in_place_edit::check_recreate(subject, &consumers));
             }
@@ -173,11 +190,12 @@ fn bootstrap_config(
                 let rules = settings.field_rules(&subject.group_kind.kind);
                 let changes = in_place_edit::compared_changes(subject, &rules, old_spec, new_spec);
                 let strips = removes_a_controller(&owners, request.object);
-                let pools = if changes.is_empty() && !strips {
+                let answer = if changes.is_empty() && !strips {
                     None
                 } else {
                     list_pools(settings, request, lookups, &mut findings)
                 };
+                let pools = pools_in(answer.as_deref(), &mut findings);
                 // In use: referenced by a pool (lookups), else controlled by one.
                 let in_use = match &pools {
                     Some(pools) => referencing_pools(pools, subject, false),
@@ -209,7 +227,8 @@ fn bootstrap_config(
         }
         Operation::Delete => {
             // Without lookups nothing tells a referenced config from a rotated-out one.
-            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
+            let answer = list_pools(settings, request, lookups, &mut findings);
+            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
                 findings.extend(in_place_edit::check_delete(
                     settings,
                     subject,

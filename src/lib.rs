@@ -12,6 +12,7 @@ pub mod fingerprint;
 pub mod host_lookups;
 pub mod identity;
 pub mod in_place_edit;
+pub mod json;
 pub mod kinds;
 pub mod lookups;
 pub mod ownership;

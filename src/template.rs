@@ -18,7 +18,7 @@ use crate::kinds::{
     at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT,
     MACHINE_SET, TEMPLATE_SUFFIX,
 };
-use crate::lookups::{consumers, is_being_deleted, referencing, Lookups};
+use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
 use crate::provider_writes::{as_defaulted, default_template_field_rules};
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
@@ -59,7 +59,8 @@ fn users(
 ) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     for kind in [MACHINE_DEPLOYMENT, MACHINE_SET] {
-        let items = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        let answer = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        let items = consumers_in(&answer, kind)?;
         names.extend(
             referencing(
                 &items,
