@@ -227,6 +227,161 @@ fn pool_item(name: &str, uid: &str, config: &str, deleting: bool) -> Value {
     })
 }
 
+/// How a person applied a config, which decides what kube-apiserver records in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// `kubectl apply`: manager `kubectl-client-side-apply` (Update), and the whole applied
+    /// manifest in the `kubectl.kubernetes.io/last-applied-configuration` annotation.
+    ClientSide,
+    /// `kubectl apply --server-side`: manager `kubectl` (Apply), no annotation (kubectl refuses
+    /// annotations over 256 KiB, so a large config is applied this way).
+    ServerSide,
+}
+
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `input` as kube-apiserver sends it (issue 16): `metadata.managedFields` on object and
+/// oldObject, as the API server writes them for the person's apply, CAPI core's
+/// ownerReferences ("manager"), CABPK's discovery fields and status
+/// ("capi-kubeadm-bootstrap-manager"), and kubectl's annotation for a client-side apply. The
+/// same entries as the `*-kubectl-apply`, `*-server-side-apply` and `*-managed-fields` e2e
+/// scenarios (e2e-tests/scenarios/generate.py). No rule reads them: the verdict is the same.
+pub fn as_sent(mut input: Input, apply: Apply) -> Result<Input> {
+    let edited = input.request["object"]["spec"] != input.request["oldObject"]["spec"];
+    for (key, time) in [
+        ("oldObject", "2026-11-02T09:14:07Z"),
+        ("object", "2026-11-29T08:03:44Z"),
+    ] {
+        // The person's entry is as old as the last apply: the stored object's, unless this
+        // request is the person's edit.
+        let time = if key == "object" && !edited {
+            "2026-11-02T09:14:07Z"
+        } else {
+            time
+        };
+        let object = input
+            .request
+            .get_mut(key)
+            .filter(|o| o.is_object())
+            .ok_or_else(|| anyhow!("the request has no {key}"))?;
+        apply_fields(object, apply, time);
+    }
+    input.name = format!(
+        "{}, as kube-apiserver sends it ({})",
+        input.name,
+        match apply {
+            Apply::ClientSide => "kubectl apply",
+            Apply::ServerSide => "kubectl apply --server-side",
+        }
+    );
+    Ok(input)
+}
+
+fn apply_fields(object: &mut Value, apply: Apply, time: &str) {
+    let api_version = object["apiVersion"].clone();
+    let entry = |manager: &str, operation: &str, fields: Value, time: &str| {
+        json!({"manager": manager, "operation": operation, "apiVersion": api_version,
+               "time": time, "fieldsType": "FieldsV1", "fieldsV1": fields})
+    };
+    // What the person applied: the spec without what CABPK fills, the cluster label.
+    let mut spec = object["spec"].clone();
+    if let Some(join) = spec
+        .get_mut("joinConfiguration")
+        .and_then(Value::as_object_mut)
+    {
+        join.remove("discovery");
+    }
+    let cluster_label = "cluster.x-k8s.io/cluster-name";
+    let labels = json!({ cluster_label: object["metadata"]["labels"][cluster_label] });
+    let mut person = json!({
+        "f:metadata": {"f:labels": {".": {}, format!("f:{cluster_label}"): {}}},
+        "f:spec": fields_v1(&spec),
+    });
+    let mut entries = Vec::new();
+    match apply {
+        Apply::ClientSide => {
+            let manifest = json!({
+                "apiVersion": object["apiVersion"], "kind": object["kind"],
+                "metadata": {"annotations": {}, "labels": labels,
+                             "name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"]},
+                "spec": spec,
+            });
+            object["metadata"]["annotations"] = json!({ LAST_APPLIED: format!("{manifest}\n") });
+            person["f:metadata"]["f:annotations"] =
+                json!({".": {}, format!("f:{LAST_APPLIED}"): {}});
+            entries.push(entry("kubectl-client-side-apply", "Update", person, time));
+        }
+        Apply::ServerSide => entries.push(entry("kubectl", "Apply", person, time)),
+    }
+    if let Some(owners) = object["metadata"]["ownerReferences"].as_array() {
+        let mut fields = json!({".": {}});
+        for owner in owners {
+            fields[format!("k:{}", json!({"uid": owner["uid"]}))] = json!({});
+        }
+        entries.push(entry(
+            "manager",
+            "Update",
+            json!({"f:metadata": {"f:ownerReferences": fields}}),
+            "2026-11-02T09:14:09Z",
+        ));
+    }
+    let discovery = &object["spec"]["joinConfiguration"]["discovery"];
+    if discovery.is_object() {
+        entries.push(entry(
+            "capi-kubeadm-bootstrap-manager",
+            "Update",
+            json!({"f:spec": {"f:joinConfiguration": {"f:discovery": fields_v1(discovery)}}}),
+            "2026-11-29T07:52:31Z",
+        ));
+    }
+    if object["status"].is_object() {
+        let mut status = fields_v1(&object["status"]);
+        status["."] = json!({});
+        let mut status_entry = entry(
+            "capi-kubeadm-bootstrap-manager",
+            "Update",
+            json!({ "f:status": status }),
+            "2026-11-02T09:14:12Z",
+        );
+        status_entry["subresource"] = json!("status");
+        entries.push(status_entry);
+    }
+    object["metadata"]["managedFields"] = Value::Array(entries);
+}
+
+/// The FieldsV1 set of `value` as the API server writes it: `f:<key>` per field, an item of a
+/// list keyed by path or name (files, v1beta2 kubeletExtraArgs) as `k:{...}` with `.` for the
+/// item itself, `{}` for a leaf or an atomic list.
+fn fields_v1(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (format!("f:{k}"), fields_v1(v)))
+                .collect(),
+        ),
+        Value::Array(items)
+            if !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i.get("path").is_some() || i.get("name").is_some()) =>
+        {
+            let mut out = serde_json::Map::new();
+            for item in items {
+                let key = if item.get("path").is_some() {
+                    "path"
+                } else {
+                    "name"
+                };
+                let mut fields = fields_v1(item);
+                fields["."] = json!({});
+                out.insert(format!("k:{}", json!({ key: item[key] })), fields);
+            }
+            Value::Object(out)
+        }
+        _ => json!({}),
+    }
+}
+
 fn files_only(mut request: Value) -> Value {
     for key in ["object", "oldObject"] {
         request[key]["spec"] = json!({ "files": [] });
@@ -392,6 +547,42 @@ mod tests {
                 .iter()
                 .all(|k| ["name", "uid", "deletionTimestamp"].contains(&k.as_str())));
         }
+    }
+
+    #[test]
+    fn as_sent_adds_managed_fields_to_both_objects() {
+        let plain = config_edit(10 * 1024).unwrap();
+        let sent = as_sent(plain.clone(), Apply::ClientSide).unwrap();
+        for key in ["object", "oldObject"] {
+            let metadata = &sent.request[key]["metadata"];
+            let managers: Vec<&str> = metadata["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["manager"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                managers,
+                [
+                    "kubectl-client-side-apply",
+                    "manager",
+                    "capi-kubeadm-bootstrap-manager",
+                    "capi-kubeadm-bootstrap-manager"
+                ]
+            );
+            // The annotation holds the applied manifest: about the spec's size again.
+            let annotation = metadata["annotations"][LAST_APPLIED].as_str().unwrap();
+            assert!(annotation.len() > 9 * 1024, "{}", annotation.len());
+            assert_eq!(sent.request[key]["spec"], plain.request[key]["spec"]);
+        }
+        assert!(sent.payload().unwrap().len() > 2 * plain.payload().unwrap().len() - 2048);
+        let server_side = as_sent(plain, Apply::ServerSide).unwrap();
+        let entry = &server_side.request["object"]["metadata"]["managedFields"][0];
+        assert_eq!(
+            (&entry["manager"], &entry["operation"]),
+            (&json!("kubectl"), &json!("Apply"))
+        );
+        assert!(server_side.request["object"]["metadata"]["annotations"].is_null());
     }
 
     #[test]

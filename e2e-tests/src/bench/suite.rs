@@ -18,7 +18,7 @@ use capi_bootstrap_rollout_policy::engine::validate_payload_with;
 use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
 use capi_bootstrap_rollout_policy::lookups::NoLookups;
 
-use super::inputs::{self, Input};
+use super::inputs::{self, Apply, Input};
 use super::probe::{MemoryProbe, MemoryUse};
 use super::stats::{fmt_bytes, fmt_ns, linear_fit, LinearFit, Samples};
 use crate::admission::{from_validation_response, ValidateRequest, ValidationResponse};
@@ -494,9 +494,14 @@ pub fn main_input(key: &str) -> Result<Input> {
         "token" => inputs::token_rotation(10 * 1024),
         "edit" => inputs::config_edit(10 * 1024),
         "large" => inputs::many_files_one_changed(200),
+        // As kube-apiserver sends them: managedFields, kubectl's annotation (issue 16).
+        "token-mf" => inputs::as_sent(main_input("token")?, Apply::ClientSide),
+        "edit-mf" => inputs::as_sent(main_input("edit")?, Apply::ClientSide),
+        "large-mf" => inputs::as_sent(main_input("large")?, Apply::ServerSide),
         _ => bail!(
-            "no request {key:?}: {}, or fleet-POOLS",
-            MAIN_KEYS.join(", ")
+            "no request {key:?}: {}, {}, or fleet-POOLS",
+            MAIN_KEYS.join(", "),
+            APISERVER_KEYS.join(", ")
         ),
     }
 }
@@ -523,6 +528,10 @@ pub struct FleetRow {
     pub list_bytes: usize,
     pub case: CaseResult,
 }
+
+/// The headline requests without and with what kube-apiserver adds to them (managedFields,
+/// kubectl's last-applied annotation), in pairs: what reading past them costs.
+pub const APISERVER_KEYS: [&str; 6] = ["token", "token-mf", "edit", "edit-mf", "large", "large-mf"];
 
 /// Object sizes of the sweep.
 pub fn sweep_sizes(quick: bool) -> Vec<usize> {
@@ -593,6 +602,9 @@ pub struct Report {
     pub cases: Vec<CaseResult>,
     pub sweep: Vec<CaseResult>,
     pub fleet: Vec<FleetRow>,
+    /// [`APISERVER_KEYS`], in the shipped module and in the baseline (`--baseline`).
+    pub apiserver: Vec<CaseResult>,
+    pub apiserver_baseline: Option<Vec<CaseResult>>,
     /// The fleet rows of the baseline module (`--baseline`).
     pub fleet_baseline: Option<Vec<FleetRow>>,
     pub compile: CompileTimes,
@@ -662,6 +674,19 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
     let sweep =
         measure_cases(&sweep_inputs, &modules[..1], Schedule::sweep(options.quick))?.remove(0);
 
+    eprintln!("bench: requests as kube-apiserver sends them");
+    let apiserver_inputs = APISERVER_KEYS
+        .iter()
+        .map(|&key| Ok((key, main_input(key)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut apiserver_cases = measure_cases(
+        &apiserver_inputs,
+        &shipped_and_baseline,
+        Schedule::sweep(options.quick),
+    )?;
+    let apiserver = apiserver_cases.remove(0);
+    let apiserver_baseline = apiserver_cases.pop();
+
     eprintln!("bench: fleet scale");
     let sizes = fleet_sizes(options.quick);
     let fleet_inputs = sizes
@@ -709,6 +734,8 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
         sweep,
         fleet,
         fleet_baseline,
+        apiserver,
+        apiserver_baseline,
         compile,
         variants,
         variant_runs,
@@ -1508,6 +1535,9 @@ pub fn render(report: &Report) -> String {
         }
     }
 
+    if !report.apiserver.is_empty() {
+        render_apiserver(w, report);
+    }
     if !report.fleet.is_empty() {
         render_fleet(w, report);
     }
@@ -1608,6 +1638,79 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "\nNote: {note}");
     }
     md
+}
+
+fn render_apiserver(w: &mut String, report: &Report) {
+    let before = report.apiserver_baseline.as_ref();
+    let _ = writeln!(
+        w,
+        "\n### Requests as kube-apiserver sends them\n\nThe headline requests, each also as the API \
+         server sends it: `metadata.managedFields` on object and oldObject (the person's apply, \
+         CAPI core's ownerReferences, CABPK's discovery fields and status) and, for a \
+         `kubectl apply`, the last-applied annotation holding the applied manifest; the 2.1 MiB \
+         config is applied server-side (kubectl refuses annotations over 256 KiB). No rule reads \
+         them. Measured interleaved ({}){}.\n\n| request | payload | native p50 | fresh instance + call p50 | peak memory |{}\n|---|--:|--:|--:|--:|{}",
+        report.schedules.1,
+        if before.is_some() {
+            "; before: the baseline module, measured with them"
+        } else {
+            ""
+        },
+        if before.is_some() {
+            " before: fresh instance + call p50 | before: peak memory |"
+        } else {
+            ""
+        },
+        if before.is_some() { "--:|--:|" } else { "" },
+    );
+    for (i, c) in report.apiserver.iter().enumerate() {
+        let old = before
+            .and_then(|b| b.get(i))
+            .map(|b| {
+                format!(
+                    " {} | {} |",
+                    fmt_ns(b.wasm.total.p50()),
+                    fmt_bytes(b.memory.after_call_bytes)
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} | {} |{old}",
+            c.name,
+            fmt_bytes(c.payload_bytes as u64),
+            fmt_ns(c.native.p50()),
+            fmt_ns(c.wasm.total.p50()),
+            fmt_bytes(c.memory.after_call_bytes),
+        );
+    }
+    let cost = |cases: &[CaseResult]| -> Vec<String> {
+        cases
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [plain, sent] => Some(format!(
+                    "{}: +{} of payload, {} ({:+.0} %), peak memory {:+.0} KiB",
+                    plain.name,
+                    fmt_bytes(
+                        (sent.payload_bytes - plain.payload_bytes.min(sent.payload_bytes)) as u64
+                    ),
+                    fmt_ns(sent.wasm.total.p50() - plain.wasm.total.p50()),
+                    100.0 * (sent.wasm.total.p50() / plain.wasm.total.p50() - 1.0),
+                    (sent.memory.after_call_bytes as f64 - plain.memory.after_call_bytes as f64)
+                        / 1024.0,
+                )),
+                _ => None,
+            })
+            .collect()
+    };
+    let _ = writeln!(
+        w,
+        "\nWhat they cost (fresh instance + call p50, as sent minus without): {}.",
+        cost(&report.apiserver).join("; ")
+    );
+    if let Some(before) = before {
+        let _ = writeln!(w, "Before: {}.", cost(before).join("; "));
+    }
 }
 
 fn render_fleet(w: &mut String, report: &Report) {
