@@ -86,8 +86,13 @@ impl<'s> RefStrings<'s> {
 /// The configRef of a MachinePool: `Ok(None)` when absent (dataSecretName only), an error when
 /// it is not an object.
 pub fn config_ref(machine_pool: Option<&Value>) -> Result<Option<&Value>, String> {
-    let keys = ["spec", "template", "spec", "bootstrap", "configRef"];
-    match machine_pool.and_then(|mp| at(mp, &keys)) {
+    config_ref_in(machine_pool.and_then(|mp| mp.get("spec")))
+}
+
+/// [`config_ref`], given the MachinePool's `spec`.
+pub fn config_ref_in(spec: Option<&Value>) -> Result<Option<&Value>, String> {
+    let keys = ["template", "spec", "bootstrap", "configRef"];
+    match spec.and_then(|spec| at(spec, &keys)) {
         None | Some(Value::Null) => Ok(None),
         Some(r @ Value::Object(_)) => Ok(Some(r)),
         Some(_) => Err(format!(

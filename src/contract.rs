@@ -63,8 +63,8 @@ pub fn check_config_ref(settings: &Settings, version: &str, config_ref: &Value) 
 }
 
 /// A config whose status says it is initialised must name its data secret.
-pub fn check_config_status(settings: &Settings, object: Option<&Value>) -> Option<Finding> {
-    let status = object.and_then(|o| o.get("status"))?;
+pub fn check_config_status(settings: &Settings, status: Option<&Value>) -> Option<Finding> {
+    let status = status?;
     let ready = status.get("ready").and_then(Value::as_bool) == Some(true);
     let created =
         at(status, &["initialization", "dataSecretCreated"]).and_then(Value::as_bool) == Some(true);
@@ -121,7 +121,7 @@ mod tests {
     #[case::ready_as_string(json!({"status": {"ready": "true"}}), None)]
     #[case::no_status(json!({}), None)]
     fn status_fields(#[case] object: Value, #[case] flag: Option<&str>) {
-        let finding = check_config_status(&Settings::default(), Some(&object));
+        let finding = check_config_status(&Settings::default(), object.get("status"));
         assert_eq!(finding.is_some(), flag.is_some());
         if let (Some(f), Some(flag)) = (finding, flag) {
             assert_eq!(f.action, Action::Warn);
@@ -141,7 +141,7 @@ mod tests {
             contract_violations: action,
             ..Settings::default()
         };
-        let finding = check_config_status(&settings, Some(&json!({"status": {"ready": true}})));
+        let finding = check_config_status(&settings, Some(&json!({"ready": true})));
         assert_eq!(finding.map(|f| f.action), found.then_some(action));
     }
 }

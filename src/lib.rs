@@ -15,6 +15,7 @@ pub mod in_place_edit;
 pub mod json;
 pub mod kinds;
 pub mod lookups;
+pub mod object;
 pub mod ownership;
 pub mod paths;
 pub mod provider_writes;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::config_ref::RefStrings;
 use crate::json::{read_document, serde_message, Next, Read, Reader, Text};
 use crate::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
+use crate::object::Object;
 use crate::ownership::Owner;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
@@ -89,28 +90,26 @@ pub fn consumers(
     })
 }
 
-/// One bootstrap config by name: `Ok(None)` when it does not exist.
+/// One bootstrap config by name: the host's answer, read with [`config_in`].
 pub fn config(
     lookups: &dyn Lookups,
     api_version: String,
     kind: &str,
     namespace: &str,
     name: &str,
-) -> Result<Option<Value>, String> {
-    let answer = lookups.list(&ListRequest {
+) -> Result<Vec<u8>, String> {
+    lookups.list(&ListRequest {
         api_version,
         kind,
         namespace,
         field_selector: Some(format!("metadata.name={name}")),
         field_masks: &CONFIG_FIELDS,
-    })?;
-    let list: Value =
-        serde_json::from_slice(&answer).map_err(|e| format!("unreadable {kind} list: {e}"))?;
-    match list.get("items") {
-        Some(Value::Array(items)) => Ok(items.last().cloned()),
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => Err(format!("unreadable {kind} list: items is not a list")),
-    }
+    })
+}
+
+/// The config of a [`config`] answer: `Ok(None)` when it does not exist.
+pub fn config_in<'a>(answer: &'a [u8], kind: &str) -> Result<Option<Object<'a>>, String> {
+    Ok(items_of(answer, kind, Object::read)?.pop())
 }
 
 /// The `items` of a list answer, each read with `item`: none when the answer has no `items`

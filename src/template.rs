@@ -15,10 +15,11 @@ use crate::diff::changed_fields_at;
 use crate::fingerprint::{spec_fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
 use crate::kinds::{
-    at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT,
-    MACHINE_SET, TEMPLATE_SUFFIX,
+    at, group_of_api_version, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
+    TEMPLATE_SUFFIX,
 };
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
+use crate::object::Object;
 use crate::provider_writes::{as_defaulted, default_template_field_rules};
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
@@ -28,25 +29,24 @@ use crate::verdict::{Finding, Subject, Violation};
 const TEMPLATE_SPEC: [&str; 3] = ["spec", "template", "spec"];
 
 /// Names of the ClusterClasses that reference this template (their ownerReferences).
-pub fn cluster_classes(object: Option<&Value>) -> Vec<String> {
+pub fn cluster_classes(object: Option<&Object>) -> Vec<String> {
     object
-        .and_then(|o| at(o, &["metadata", "ownerReferences"]))
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter(|r| {
-                    str_field(r, "kind") == Some(CLUSTER_CLASS)
-                        && group_of_api_version(str_field(r, "apiVersion").unwrap_or(""))
-                            == CAPI_GROUP
-                })
-                .filter_map(|r| str_field(r, "name").map(str::to_string))
-                .collect()
-        })
+        .map(|o| o.owner_references())
         .unwrap_or_default()
+        .iter()
+        .filter(|r| {
+            r.kind.as_deref() == Some(CLUSTER_CLASS)
+                && group_of_api_version(r.api_version.as_deref().unwrap_or("")) == CAPI_GROUP
+        })
+        .filter_map(|r| r.name.as_deref().map(str::to_string))
+        .collect()
 }
 
-fn template_spec(object: Option<&Value>) -> Option<&Value> {
-    object.and_then(|o| at(o, &TEMPLATE_SPEC))
+/// `spec.template.spec` of a template.
+fn template_spec<'a>(object: Option<&'a Object>) -> Option<&'a Value> {
+    object
+        .and_then(|o| o.spec.as_ref())
+        .and_then(|spec| at(spec, &TEMPLATE_SPEC[1..]))
 }
 
 /// The MachineDeployments and MachineSets whose configRef names the template, as

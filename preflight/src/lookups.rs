@@ -282,15 +282,18 @@ mod tests {
             head: &head,
             view: View::Either,
         };
-        let get = |name: &str| {
-            config(
+        // The config the policy's lookup reads from the answer (the last item), as a value.
+        let get = |name: &str| -> Option<Value> {
+            let answer = config(
                 &lookups,
                 "bootstrap.cluster.x-k8s.io/v1beta2".into(),
                 "KubeadmConfig",
                 "ns",
                 name,
             )
-            .unwrap()
+            .unwrap();
+            let list: Value = serde_json::from_slice(&answer).unwrap();
+            list["items"].as_array().unwrap().last().cloned()
         };
         let owned = get("a-1").unwrap();
         assert_eq!(owned["metadata"]["ownerReferences"][0]["name"], "a");
