@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use crate::kinds::{at, group_of_api_version, str_field, GroupKind};
+use crate::json::Node;
+use crate::kinds::{group_of_api_version, GroupKind};
 
 pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 
@@ -19,14 +20,21 @@ pub struct RefIdentity {
 }
 
 impl RefIdentity {
-    pub fn of(config_ref: &Value) -> Self {
-        let field = |key| str_field(config_ref, key);
+    pub fn of(config_ref: &Node) -> Self {
+        let field = |key| {
+            config_ref
+                .get(key)
+                .and_then(Node::as_str)
+                .map(|s| s.to_str())
+        };
+        let (api_group, api_version) = (field("apiGroup"), field("apiVersion"));
+        let (kind, name, namespace) = (field("kind"), field("name"), field("namespace"));
         RefStrings {
-            api_group: field("apiGroup"),
-            api_version: field("apiVersion"),
-            kind: field("kind"),
-            name: field("name"),
-            namespace: field("namespace"),
+            api_group: api_group.as_deref(),
+            api_version: api_version.as_deref(),
+            kind: kind.as_deref(),
+            name: name.as_deref(),
+            namespace: namespace.as_deref(),
         }
         .identity()
     }
@@ -83,18 +91,23 @@ impl<'s> RefStrings<'s> {
     }
 }
 
-/// The configRef of a MachinePool: `Ok(None)` when absent (dataSecretName only), an error when
-/// it is not an object.
-pub fn config_ref(machine_pool: Option<&Value>) -> Result<Option<&Value>, String> {
-    config_ref_in(machine_pool.and_then(|mp| mp.get("spec")))
+/// The configRef of a MachinePool given as a `serde_json` value (tools): its identity, `None`
+/// when it has none or it is not an object.
+pub fn ref_identity_of(machine_pool: &Value) -> Option<RefIdentity> {
+    let pool = Node::from_value(machine_pool);
+    config_ref_in(pool.get("spec"))
+        .ok()
+        .flatten()
+        .map(RefIdentity::of)
 }
 
-/// [`config_ref`], given the MachinePool's `spec`.
-pub fn config_ref_in(spec: Option<&Value>) -> Result<Option<&Value>, String> {
+/// The configRef in a MachinePool's `spec`: `Ok(None)` when absent (dataSecretName only), an
+/// error when it is not an object.
+pub fn config_ref_in<'s, 'a>(spec: Option<&'s Node<'a>>) -> Result<Option<&'s Node<'a>>, String> {
     let keys = ["template", "spec", "bootstrap", "configRef"];
-    match spec.and_then(|spec| at(spec, &keys)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(r @ Value::Object(_)) => Ok(Some(r)),
+    match spec.and_then(|spec| spec.at(&keys)) {
+        None | Some(Node::Null) => Ok(None),
+        Some(r @ Node::Object(_)) => Ok(Some(r)),
         Some(_) => Err(format!(
             "{CONFIG_REF}: Invalid value: must be an object reference"
         )),

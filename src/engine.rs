@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
-use crate::json::{read_document, serde_message, Invalid, Read, Reader};
+use crate::json::{read_document, serde_message, Invalid, Node, Read, Reader};
 use crate::kinds::{is_machine_pool, is_machine_template_consumer, MACHINE_POOL};
 use crate::lookups::{
     consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
@@ -291,11 +291,11 @@ fn bootstrap_config(
     findings
 }
 
-fn spec<'a>(object: Option<&'a Object>) -> Option<&'a Value> {
+fn spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
     object.and_then(|o| o.spec.as_ref())
 }
 
-fn status<'a>(object: Option<&'a Object>) -> Option<&'a Value> {
+fn status<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
     object.and_then(|o| o.status.as_ref())
 }
 

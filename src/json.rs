@@ -41,6 +41,8 @@ pub struct Text<'a> {
     raw: &'a [u8],
     /// It holds an escape.
     escaped: bool,
+    /// Its length in bytes, unescaped.
+    len: usize,
 }
 
 impl<'a> Text<'a> {
@@ -55,12 +57,7 @@ impl<'a> Text<'a> {
 
     /// Its length in bytes, unescaped.
     pub fn len(&self) -> usize {
-        if !self.escaped {
-            return self.raw.len();
-        }
-        let mut len = 0;
-        self.for_each_piece(|piece| len += piece.len());
-        len
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -80,30 +77,50 @@ impl<'a> Text<'a> {
 
     /// The unescaped bytes, in pieces: runs of the input between escapes, and each escape
     /// decoded (a hash or a comparison needs no copy of a 2 MiB file content).
-    pub fn for_each_piece(&self, mut put: impl FnMut(&[u8])) {
+    pub fn for_each_piece(&self, put: impl FnMut(&[u8])) {
+        struct Pieces<F>(F);
+        impl<F: FnMut(&[u8])> Unescaped for Pieces<F> {
+            fn run(&mut self, bytes: &[u8]) {
+                (self.0)(bytes)
+            }
+        }
+        self.unescape_into(&mut Pieces(put));
+    }
+
+    /// The unescaped bytes into `out`: runs of the input, and the byte each simple escape
+    /// (`\n`, `\"`, ...) stands for on its own (a file content has one every few dozen bytes).
+    pub fn unescape_into(&self, out: &mut impl Unescaped) {
         let bytes = self.raw;
         if !self.is_escaped() {
-            put(bytes);
+            out.run(bytes);
             return;
         }
         let mut start = 0;
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] != b'\\' {
-                i += 1;
-                continue;
+        while let Some(at) = find_backslash(bytes, start) {
+            if start < at {
+                out.run(&bytes[start..at]);
             }
-            if start < i {
-                put(&bytes[start..i]);
+            let simple = match bytes.get(at + 1) {
+                Some(b'n') => b'\n',
+                Some(b't') => b'\t',
+                Some(b'r') => b'\r',
+                Some(b'b') => 0x08,
+                Some(b'f') => 0x0c,
+                Some(&b) if b != b'u' => b,
+                _ => 0,
+            };
+            if simple != 0 {
+                out.byte(simple);
+                start = at + 2;
+            } else {
+                let mut buf = [0u8; 4];
+                let (decoded, used) = decode_escape(&bytes[at..], &mut buf);
+                out.run(decoded);
+                start = at + used;
             }
-            let mut buf = [0u8; 4];
-            let (decoded, used) = decode_escape(&bytes[i..], &mut buf);
-            put(decoded);
-            i += used;
-            start = i;
         }
         if start < bytes.len() {
-            put(&bytes[start..]);
+            out.run(&bytes[start..]);
         }
     }
 
@@ -118,7 +135,7 @@ impl<'a> Text<'a> {
 
 impl PartialEq for Text<'_> {
     fn eq(&self, other: &Self) -> bool {
-        if self.raw == other.raw {
+        if same_bytes(self.raw, other.raw) {
             return true;
         }
         if !self.escaped && !other.escaped {
@@ -143,6 +160,213 @@ impl Ord for Text<'_> {
             return self.raw.cmp(other.raw);
         }
         self.to_str().cmp(&other.to_str())
+    }
+}
+
+/// Where [`Text::unescape_into`] writes.
+pub trait Unescaped {
+    fn run(&mut self, bytes: &[u8]);
+
+    fn byte(&mut self, byte: u8) {
+        self.run(&[byte]);
+    }
+}
+
+/// The first `\\` of `bytes` from `from` on, eight bytes at a time.
+fn find_backslash(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 8 <= bytes.len() {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&bytes[i..i + 8]);
+        let x = u64::from_le_bytes(word) ^ (ONES * u64::from(b'\\'));
+        let hits = x.wrapping_sub(ONES) & !x & HIGHS;
+        if hits != 0 {
+            return Some(i + (hits.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    bytes[i.min(bytes.len())..]
+        .iter()
+        .position(|&b| b == b'\\')
+        .map(|p| i + p)
+}
+
+/// `a == b`, eight bytes at a time. A config's bulk is file contents, and the guest's `memcmp`
+/// (wasi-libc's) compares one byte per iteration: comparing the unchanged files was a tenth of
+/// a token rotation's instructions.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, a_rest) = a.split_at(a.len() - a.len() % 8);
+    let (b_words, b_rest) = b.split_at(a_words.len());
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    a_words
+        .chunks_exact(8)
+        .zip(b_words.chunks_exact(8))
+        .all(|(x, y)| word(x) == word(y))
+        && a_rest.iter().zip(b_rest).all(|(x, y)| x == y)
+}
+
+/// A string of a [`Node`]: as written in the input, or one made by the rules (RKE2's
+/// normalised user data) or borrowed from a `serde_json::Value`. Compared by what it says.
+#[derive(Clone, Debug)]
+pub enum Str<'a> {
+    Json(Text<'a>),
+    Plain(Cow<'a, str>),
+}
+
+impl<'a> Str<'a> {
+    /// The unescaped string (borrowed unless it holds escapes or was made).
+    pub fn to_str(&self) -> Cow<'_, str> {
+        match self {
+            Str::Json(text) => text.to_str(),
+            Str::Plain(text) => Cow::Borrowed(text),
+        }
+    }
+
+    /// Its unescaped bytes into `out` (see [`Text::unescape_into`]).
+    pub fn unescape_into(&self, out: &mut impl Unescaped) {
+        match self {
+            Str::Json(text) => text.unescape_into(out),
+            Str::Plain(text) => out.run(text.as_bytes()),
+        }
+    }
+
+    /// Its length in bytes, unescaped.
+    pub fn len(&self) -> usize {
+        match self {
+            Str::Json(text) => text.len(),
+            Str::Plain(text) => text.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Str::Json(text) => text.is_empty(),
+            Str::Plain(text) => text.is_empty(),
+        }
+    }
+
+    /// Whether it says `s`.
+    pub fn is(&self, s: &str) -> bool {
+        match self {
+            Str::Json(text) => text.is(s),
+            Str::Plain(text) => same_bytes(text.as_bytes(), s.as_bytes()),
+        }
+    }
+}
+
+impl PartialEq for Str<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Str::Json(a), Str::Json(b)) => a == b,
+            (Str::Plain(a), Str::Plain(b)) => same_bytes(a.as_bytes(), b.as_bytes()),
+            (Str::Json(a), Str::Plain(b)) | (Str::Plain(b), Str::Json(a)) => a.is(b),
+        }
+    }
+}
+
+impl Eq for Str<'_> {}
+
+impl PartialOrd for Str<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Str<'_> {
+    /// The order of the unescaped strings (a `Value`'s map order).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        match (self, other) {
+            (Str::Json(a), Str::Json(b)) => a.cmp(b),
+            _ => self.to_str().cmp(&other.to_str()),
+        }
+    }
+}
+
+/// A JSON value borrowed from its input: what the rules read of `spec` and `status`. A string
+/// is kept as written (a 2 MiB file content is neither copied nor unescaped), an object's keys
+/// are sorted and given once (the last value of a key given twice), as in a
+/// `serde_json::Value`, whose equality it has.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node<'a> {
+    Null,
+    Bool(bool),
+    Number(serde_json::Number),
+    String(Str<'a>),
+    Array(Vec<Node<'a>>),
+    Object(Vec<(Str<'a>, Node<'a>)>),
+}
+
+impl<'a> Node<'a> {
+    /// The value of `key`, when this is an object that has it.
+    pub fn get(&self, key: &str) -> Option<&Node<'a>> {
+        let Node::Object(entries) = self else {
+            return None;
+        };
+        // Keys are sorted by their unescaped bytes.
+        entries
+            .binary_search_by(|(k, _)| match k {
+                Str::Json(text) if !text.is_escaped() => text.raw().cmp(key.as_bytes()),
+                _ => k.to_str().as_bytes().cmp(key.as_bytes()),
+            })
+            .ok()
+            .map(|i| &entries[i].1)
+    }
+
+    /// Follows a list of object keys.
+    pub fn at(&self, keys: &[&str]) -> Option<&Node<'a>> {
+        keys.iter().try_fold(self, |node, key| node.get(key))
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Node<'a>> {
+        let Node::Object(entries) = self else {
+            return None;
+        };
+        entries
+            .iter_mut()
+            .find(|(k, _)| k.is(key))
+            .map(|(_, value)| value)
+    }
+
+    pub fn as_str(&self) -> Option<&Str<'a>> {
+        match self {
+            Node::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Node::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Node::Null)
+    }
+
+    /// A `serde_json::Value` seen as a node, its strings borrowed.
+    pub fn from_value(value: &'a serde_json::Value) -> Node<'a> {
+        use serde_json::Value;
+        match value {
+            Value::Null => Node::Null,
+            Value::Bool(b) => Node::Bool(*b),
+            Value::Number(n) => Node::Number(n.clone()),
+            Value::String(s) => Node::String(Str::Plain(Cow::Borrowed(s))),
+            Value::Array(items) => Node::Array(items.iter().map(Node::from_value).collect()),
+            Value::Object(map) => {
+                let mut entries: Vec<(Str<'a>, Node<'a>)> = map
+                    .iter()
+                    .map(|(k, v)| (Str::Plain(Cow::Borrowed(k.as_str())), Node::from_value(v)))
+                    .collect();
+                // A map is sorted already, unless serde_json keeps insertion order.
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                Node::Object(entries)
+            }
+        }
     }
 }
 
@@ -412,6 +636,7 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let input = self.input;
         let mut escaped = false;
+        let mut saved = 0; // the bytes escapes take beyond what they stand for
         let mut ascii = true;
         let mut i = start;
         loop {
@@ -434,10 +659,12 @@ impl<'a> Reader<'a> {
                 b'\\' => {
                     escaped = true;
                     // File contents hold an escape every few dozen bytes: the common ones here.
-                    i += match input.get(i + 1) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => 2,
+                    let (used, decoded) = match input.get(i + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => (2, 1),
                         _ => self.check_escape(i)?,
                     };
+                    i += used;
+                    saved += used - decoded;
                 }
                 0..=0x1f => return self.fail("control character in a string"),
                 0x80.. => {
@@ -453,12 +680,17 @@ impl<'a> Reader<'a> {
             return self.fail("invalid UTF-8 in a string");
         }
         self.pos = i + 1;
-        Ok(Text { raw, escaped })
+        Ok(Text {
+            raw,
+            escaped,
+            len: raw.len() - saved,
+        })
     }
 
     /// Checks the escape at `at` as serde_json does for strings: a known letter, four hex
-    /// digits after `u`, surrogates in pairs. Returns its length in bytes.
-    fn check_escape(&self, at: usize) -> Read<usize> {
+    /// digits after `u`, surrogates in pairs. Returns its length in bytes and the length of
+    /// the UTF-8 it stands for.
+    fn check_escape(&self, at: usize) -> Read<(usize, usize)> {
         let input = self.input;
         let hex4_at = |i: usize| -> Read<u32> {
             match input.get(i..i + 4) {
@@ -467,14 +699,19 @@ impl<'a> Reader<'a> {
             }
         };
         match input.get(at + 1) {
-            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(2),
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok((2, 1)),
             Some(b'u') => {
                 let n = hex4_at(at + 2)?;
                 if (0xDC00..0xE000).contains(&n) {
                     return self.fail("lone trailing surrogate");
                 }
                 if !(0xD800..0xDC00).contains(&n) {
-                    return Ok(6);
+                    let utf8 = match n {
+                        0..0x80 => 1,
+                        0x80..0x800 => 2,
+                        _ => 3,
+                    };
+                    return Ok((6, utf8));
                 }
                 if input.get(at + 6..at + 8) != Some(b"\\u") {
                     return self.fail("lone leading surrogate");
@@ -483,7 +720,7 @@ impl<'a> Reader<'a> {
                 if !(0xDC00..0xE000).contains(&n2) {
                     return self.fail("lone leading surrogate");
                 }
-                Ok(12)
+                Ok((12, 4))
             }
             _ => self.fail("invalid escape"),
         }
@@ -583,6 +820,49 @@ impl<'a> Reader<'a> {
             Next::Bool => self.read_bool().map(|_| ()),
             Next::Null => self.read_null(),
         }
+    }
+
+    /// Reads any value as a [`Node`].
+    pub fn read_node(&mut self) -> Read<Node<'a>> {
+        Ok(match self.peek()? {
+            Next::Object => {
+                let mut entries: Vec<(Str<'a>, Node<'a>)> = Vec::new();
+                self.read_object(|r, key| {
+                    let value = r.read_node()?;
+                    entries.push((Str::Json(key), value));
+                    Ok(())
+                })?;
+                // As a `Value`'s map: sorted, the last value of a key given twice. The sort is
+                // stable, so the last of equal keys is the one given last.
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut deduplicated: Vec<(Str<'a>, Node<'a>)> = Vec::with_capacity(entries.len());
+                for entry in entries {
+                    match deduplicated.last_mut() {
+                        Some(last) if last.0 == entry.0 => *last = entry,
+                        _ => deduplicated.push(entry),
+                    }
+                }
+                Node::Object(deduplicated)
+            }
+            Next::Array => {
+                let mut items = Vec::new();
+                self.read_array(|r| {
+                    items.push(r.read_node()?);
+                    Ok(())
+                })?;
+                Node::Array(items)
+            }
+            Next::String => Node::String(Str::Json(self.read_text()?)),
+            Next::Number => {
+                let text = self.read_number()?;
+                Node::Number(text.parse().map_err(|_| Invalid("number out of range"))?)
+            }
+            Next::Bool => Node::Bool(self.read_bool()?),
+            Next::Null => {
+                self.read_null()?;
+                Node::Null
+            }
+        })
     }
 
     /// Reads any value and returns its text as written (for the small parts still handed to
@@ -737,6 +1017,26 @@ mod tests {
     }
 
     #[test]
+    fn nodes_read_as_values_do() {
+        let text =
+            br#"{"b": [1, 1.0, -0, "x\u00e9", true, null], "a": {"k": 1, "k": 2}, "\u0061a": "y"}"#;
+        let node = read_document(text, |r| r.read_node()).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(text).unwrap();
+        assert_eq!(node, Node::from_value(&value));
+        assert_eq!(node.at(&["a", "k"]), Some(&Node::Number(2.into())));
+        assert!(node.get("aa").and_then(Node::as_str).unwrap().is("y"));
+        assert_eq!(node.get("c"), None);
+        let Some(Node::Object(entries)) = Some(&node) else {
+            panic!()
+        };
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|(k, _)| k.to_str().into_owned())
+            .collect();
+        assert_eq!(keys, ["a", "aa", "b"]);
+    }
+
+    #[test]
     fn texts_compare_unescaped() {
         let a = read_document(br#""A/""#, |r| r.read_text()).unwrap();
         let b = read_document(br#""\u0041\/""#, |r| r.read_text()).unwrap();
@@ -799,6 +1099,19 @@ mod tests {
         #[test]
         fn agrees_with_serde_json(input in near_json()) {
             prop_assert_eq!(accepts(&input), serde_accepts(&input), "{:?}", String::from_utf8_lossy(&input));
+        }
+
+        #[test]
+        fn nodes_are_values(value in any_json(), other in any_json()) {
+            // The Value serde_json reads back (its float parsing is not exact).
+            let text = serde_json::to_vec_pretty(&value).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
+            let node = read_document(&text, |r| r.read_node()).unwrap();
+            prop_assert_eq!(&node, &Node::from_value(&value));
+            let other_text = serde_json::to_vec(&other).unwrap();
+            let other: serde_json::Value = serde_json::from_slice(&other_text).unwrap();
+            let other_node = read_document(&other_text, |r| r.read_node()).unwrap();
+            prop_assert_eq!(node == other_node, value == other);
         }
 
         #[test]

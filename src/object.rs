@@ -5,9 +5,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
-use crate::json::{read_document, serde_message, Invalid, Next, Read, Reader, Text};
+use crate::json::{read_document, serde_message, Next, Node, Read, Reader, Text};
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Object<'a> {
@@ -19,9 +17,9 @@ pub struct Object<'a> {
     /// `metadata.ownerReferences` (`None`: not a list); an entry that is no object reads as a
     /// reference without fields.
     pub owner_references: Option<Vec<OwnerRef<'a>>>,
-    /// `spec` and `status` as given (`Some(Value::Null)` for an explicit null).
-    pub spec: Option<Value>,
-    pub status: Option<Value>,
+    /// `spec` and `status` as given (`Some(Node::Null)` for an explicit null), borrowed.
+    pub spec: Option<Node<'a>>,
+    pub status: Option<Node<'a>>,
 }
 
 /// The fields of an ownerReference the rules read.
@@ -32,11 +30,6 @@ pub struct OwnerRef<'a> {
     pub name: Option<Cow<'a, str>>,
     pub uid: Option<Cow<'a, str>>,
     pub controller: Option<bool>,
-}
-
-/// A value as serde_json builds it, from its text (checked by the reader).
-fn value(r: &mut Reader) -> Read<Value> {
-    serde_json::from_str(r.read_raw()?).map_err(|_| Invalid("spec"))
 }
 
 fn string<'a>(r: &mut Reader<'a>) -> Read<Option<Cow<'a, str>>> {
@@ -73,10 +66,10 @@ impl<'a> Object<'a> {
             if key.is("metadata") {
                 object.read_metadata(r)
             } else if key.is("spec") {
-                object.spec = Some(value(r)?);
+                object.spec = Some(r.read_node()?);
                 Ok(())
             } else if key.is("status") {
-                object.status = Some(value(r)?);
+                object.status = Some(r.read_node()?);
                 Ok(())
             } else {
                 r.skip()
@@ -181,8 +174,9 @@ mod tests {
         assert_eq!(object.owner_references().len(), 2);
         assert_eq!(object.owner_references()[0].controller, Some(true));
         assert_eq!(object.owner_references()[1], OwnerRef::default());
-        assert_eq!(object.spec, Some(json!({"files": []})));
-        assert_eq!(object.status, Some(Value::Null));
+        let spec = json!({"files": []});
+        assert_eq!(object.spec, Some(Node::from_value(&spec)));
+        assert_eq!(object.status, Some(Node::Null));
     }
 
     #[test]

@@ -2,11 +2,10 @@
 //! `spec.template.spec.bootstrap.configRef` at another object. That is allowed, to any
 //! provider's kind, and checked: the new ref must be resolvable, in the pool's namespace.
 
-use serde_json::Value;
-
 use crate::config_ref::{config_ref_in, RefIdentity, CONFIG_REF};
 use crate::contract::{check_config_ref, check_config_status};
 use crate::diff::canonical_form;
+use crate::json::Node;
 use crate::kinds::{is_machine_pool, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
@@ -94,7 +93,7 @@ fn check_target(
     lookups: &dyn Lookups,
     target: &GroupKind,
     new_id: &RefIdentity,
-    old_ref: Option<&Value>,
+    old_ref: Option<&Node>,
 ) -> Vec<Finding> {
     let Some(api_version) = settings.lookup_api_version(target) else {
         return Vec::new();

@@ -9,13 +9,12 @@
 //! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
 //!   change: only `controllerUsers` may.
 
-use serde_json::Value;
-
-use crate::diff::changed_fields_at;
-use crate::fingerprint::{spec_fingerprint, suggested_name};
+use crate::diff::changes_at;
+use crate::fingerprint::{fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
+use crate::json::Node;
 use crate::kinds::{
-    at, group_of_api_version, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
+    group_of_api_version, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
     TEMPLATE_SUFFIX,
 };
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
@@ -43,10 +42,10 @@ pub fn cluster_classes(object: Option<&Object>) -> Vec<String> {
 }
 
 /// `spec.template.spec` of a template.
-fn template_spec<'a>(object: Option<&'a Object>) -> Option<&'a Value> {
+fn template_spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
     object
         .and_then(|o| o.spec.as_ref())
-        .and_then(|spec| at(spec, &TEMPLATE_SPEC[1..]))
+        .and_then(|spec| spec.at(&TEMPLATE_SPEC[1..]))
 }
 
 /// The MachineDeployments and MachineSets whose configRef names the template, as
@@ -128,7 +127,7 @@ fn check_update(
     let rules = default_template_field_rules(kind);
     let config_kind = kind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(kind);
     let (old_defaulted, new_defaulted) = as_defaulted(config_kind, old, new);
-    let changes = changed_fields_at(
+    let changes = changes_at(
         &TEMPLATE_SPEC,
         old_defaulted.as_deref(),
         new_defaulted.as_deref(),
@@ -175,7 +174,7 @@ fn check_update(
         }
         None => "the MachineDeployments and MachineSets that use it".to_string(),
     };
-    let name = suggested_name(&subject.name, &spec_fingerprint(new, &rules));
+    let name = suggested_name(&subject.name, &fingerprint(new, &rules));
     findings.push(Finding {
         action: settings.template_edits,
         violations,

@@ -16,7 +16,7 @@
 //!   it is pruned. A config a base MachinePool references carries a controller ownerReference
 //!   to that pool, as CAPI sets it once base was reconciled; manifests in Git carry none.
 
-use capi_bootstrap_rollout_policy::config_ref::{config_ref, RefIdentity};
+use capi_bootstrap_rollout_policy::config_ref::{ref_identity_of, RefIdentity};
 use capi_bootstrap_rollout_policy::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer, GroupKind, MACHINE_POOL,
 };
@@ -105,7 +105,7 @@ fn pruned(object: &Value) -> Value {
 }
 
 fn ref_identity(pool: &Value) -> Option<RefIdentity> {
-    config_ref(Some(pool)).ok().flatten().map(RefIdentity::of)
+    ref_identity_of(pool)
 }
 
 impl ManifestLookups<'_> {
