@@ -35,7 +35,9 @@ pub const END_MARKER: &str = "<!-- make bench: generated up to here -->";
 pub const TARGET_MODULE_BYTES: u64 = 300 * 1024;
 pub const TARGET_TYPICAL_EDIT_NS: f64 = 150_000.0;
 pub const TARGET_WASM_NATIVE_RATIO: f64 = 3.0;
-pub const TARGET_2MIB_NS: f64 = 30_000_000.0;
+/// Issue 6 asked for 30 ms; issue 16 for 20 ms and at most 6 MiB of guest memory at peak.
+pub const TARGET_2MIB_NS: f64 = 20_000_000.0;
+pub const TARGET_2MIB_PEAK_BYTES: u64 = 6 * 1024 * 1024;
 
 /// Features rustc's wasm32-wasip1 output uses; binaryen 108 (Debian) does not read them from
 /// the module (the release profile strips the `target_features` section).
@@ -1322,6 +1324,14 @@ pub fn targets(report: &Report) -> Vec<TargetRow> {
             ),
             measured: fmt_ns(big.wasm.total.p50()),
             met: big.wasm.total.p50() <= TARGET_2MIB_NS,
+        });
+        rows.push(TargetRow {
+            target: format!(
+                "2 MB object: peak guest memory <= {}",
+                fmt_bytes(TARGET_2MIB_PEAK_BYTES)
+            ),
+            measured: fmt_bytes(big.memory.after_call_bytes),
+            met: big.memory.after_call_bytes <= TARGET_2MIB_PEAK_BYTES,
         });
     }
     let wasm_points: Vec<(usize, f64)> = report
