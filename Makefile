@@ -171,11 +171,12 @@ push: annotated-policy.wasm $(HOST)
 # (as policy-server), a size sweep, the module's size with and without binaryen's wasm-opt, the
 # guest's memory. Rewrites the generated part of BENCHMARKS.md. For your own requests:
 # `policy-host bench -r REQUEST.json annotated-policy.wasm`, kwctl's bench.
+# BASELINE=other.wasm: another annotated module measured in the same run (the before of a change).
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
 	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
-		--command "make bench"
+		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))
 
 clean:
 	$(CARGO) clean

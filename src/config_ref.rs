@@ -3,7 +3,8 @@
 
 use serde_json::Value;
 
-use crate::kinds::{at, group_of_api_version, str_field};
+use crate::json::Node;
+use crate::kinds::{group_of_api_version, GroupKind};
 
 pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 
@@ -19,27 +20,94 @@ pub struct RefIdentity {
 }
 
 impl RefIdentity {
-    pub fn of(config_ref: &Value) -> Self {
-        let group = str_field(config_ref, "apiGroup")
-            .or_else(|| str_field(config_ref, "apiVersion").map(group_of_api_version))
-            .unwrap_or("");
-        let field = |key| str_field(config_ref, key).unwrap_or("").to_string();
-        RefIdentity {
-            group: group.to_string(),
-            kind: field("kind"),
-            name: field("name"),
-            namespace: field("namespace"),
+    pub fn of(config_ref: &Node) -> Self {
+        let field = |key| {
+            config_ref
+                .get(key)
+                .and_then(Node::as_str)
+                .map(|s| s.to_str())
+        };
+        let (api_group, api_version) = (field("apiGroup"), field("apiVersion"));
+        let (kind, name, namespace) = (field("kind"), field("name"), field("namespace"));
+        RefStrings {
+            api_group: api_group.as_deref(),
+            api_version: api_version.as_deref(),
+            kind: kind.as_deref(),
+            name: name.as_deref(),
+            namespace: namespace.as_deref(),
         }
+        .identity()
+    }
+
+    /// Whether the ref names the config `{group, kind} namespace/name`.
+    pub fn names(&self, group_kind: &GroupKind, namespace: &str, name: &str) -> bool {
+        RefStrings {
+            api_group: Some(&self.group),
+            api_version: None,
+            kind: Some(&self.kind),
+            name: Some(&self.name),
+            namespace: Some(&self.namespace),
+        }
+        .names(group_kind, namespace, name)
     }
 }
 
-/// The configRef of a MachinePool: `Ok(None)` when absent (dataSecretName only), an error when
-/// it is not an object.
-pub fn config_ref(machine_pool: Option<&Value>) -> Result<Option<&Value>, String> {
-    let keys = ["spec", "template", "spec", "bootstrap", "configRef"];
-    match machine_pool.and_then(|mp| at(mp, &keys)) {
-        None | Some(Value::Null) => Ok(None),
-        Some(r @ Value::Object(_)) => Ok(Some(r)),
+/// The string fields of a configRef (`None`: absent, or not a string).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RefStrings<'s> {
+    pub api_group: Option<&'s str>,
+    pub api_version: Option<&'s str>,
+    pub kind: Option<&'s str>,
+    pub name: Option<&'s str>,
+    pub namespace: Option<&'s str>,
+}
+
+impl<'s> RefStrings<'s> {
+    /// v1beta2 names the group in `apiGroup`, v1beta1 in `apiVersion`.
+    pub fn group(&self) -> &'s str {
+        self.api_group
+            .or_else(|| self.api_version.map(group_of_api_version))
+            .unwrap_or("")
+    }
+
+    pub fn identity(&self) -> RefIdentity {
+        RefIdentity {
+            group: self.group().to_string(),
+            kind: self.kind.unwrap_or("").to_string(),
+            name: self.name.unwrap_or("").to_string(),
+            namespace: self.namespace.unwrap_or("").to_string(),
+        }
+    }
+
+    /// Whether the ref names the config `{group, kind} namespace/name` (a ref without a
+    /// namespace names one in the referrer's namespace). The same as its identity's
+    /// [`RefIdentity::names`], without building it.
+    pub fn names(&self, group_kind: &GroupKind, namespace: &str, name: &str) -> bool {
+        let ref_namespace = self.namespace.unwrap_or("");
+        self.group() == group_kind.group
+            && self.kind.unwrap_or("") == group_kind.kind
+            && self.name.unwrap_or("") == name
+            && (ref_namespace.is_empty() || ref_namespace == namespace)
+    }
+}
+
+/// The configRef of a MachinePool given as a `serde_json` value (tools): its identity, `None`
+/// when it has none or it is not an object.
+pub fn ref_identity_of(machine_pool: &Value) -> Option<RefIdentity> {
+    let pool = Node::from_value(machine_pool);
+    config_ref_in(pool.get("spec"))
+        .ok()
+        .flatten()
+        .map(RefIdentity::of)
+}
+
+/// The configRef in a MachinePool's `spec`: `Ok(None)` when absent (dataSecretName only), an
+/// error when it is not an object.
+pub fn config_ref_in<'s, 'a>(spec: Option<&'s Node<'a>>) -> Result<Option<&'s Node<'a>>, String> {
+    let keys = ["template", "spec", "bootstrap", "configRef"];
+    match spec.and_then(|spec| spec.at(&keys)) {
+        None | Some(Node::Null) => Ok(None),
+        Some(r @ Node::Object(_)) => Ok(Some(r)),
         Some(_) => Err(format!(
             "{CONFIG_REF}: Invalid value: must be an object reference"
         )),

@@ -1,10 +1,8 @@
 //! Rule 5, the bootstrap provider contract: a configRef CAPI can resolve, and a config that
 //! names its data secret once it says it is initialised.
 
-use serde_json::Value;
-
 use crate::config_ref::CONFIG_REF;
-use crate::kinds::{at, str_field};
+use crate::json::Node;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 
@@ -26,12 +24,15 @@ fn finding(
     })
 }
 
-fn missing(value: &Value, key: &str) -> bool {
-    str_field(value, key).is_none_or(str::is_empty)
+fn missing(value: &Node, key: &str) -> bool {
+    value
+        .get(key)
+        .and_then(Node::as_str)
+        .is_none_or(|s| s.is_empty())
 }
 
 /// The fields a configRef must carry: v1beta1 `apiVersion`, v1beta2 `apiGroup`; `kind`, `name`.
-pub fn check_config_ref(settings: &Settings, version: &str, config_ref: &Value) -> Option<Finding> {
+pub fn check_config_ref(settings: &Settings, version: &str, config_ref: &Node) -> Option<Finding> {
     let group_field = if version == "v1beta1" {
         "apiVersion"
     } else {
@@ -63,11 +64,13 @@ pub fn check_config_ref(settings: &Settings, version: &str, config_ref: &Value) 
 }
 
 /// A config whose status says it is initialised must name its data secret.
-pub fn check_config_status(settings: &Settings, object: Option<&Value>) -> Option<Finding> {
-    let status = object.and_then(|o| o.get("status"))?;
-    let ready = status.get("ready").and_then(Value::as_bool) == Some(true);
-    let created =
-        at(status, &["initialization", "dataSecretCreated"]).and_then(Value::as_bool) == Some(true);
+pub fn check_config_status(settings: &Settings, status: Option<&Node>) -> Option<Finding> {
+    let status = status?;
+    let ready = status.get("ready").and_then(Node::as_bool) == Some(true);
+    let created = status
+        .at(&["initialization", "dataSecretCreated"])
+        .and_then(Node::as_bool)
+        == Some(true);
     if !(ready || created) || !missing(status, "dataSecretName") {
         return None;
     }
@@ -91,7 +94,7 @@ pub fn check_config_status(settings: &Settings, object: Option<&Value>) -> Optio
 mod tests {
     use super::*;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     #[rstest]
     #[case::v1beta1_complete("v1beta1", json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "KubeadmConfig", "name": "a"}), &[])]
@@ -106,6 +109,7 @@ mod tests {
         #[case] config_ref: Value,
         #[case] expected: &[&str],
     ) {
+        let config_ref = Node::from_value(&config_ref);
         let found: Vec<String> = check_config_ref(&Settings::default(), version, &config_ref)
             .map(|f| f.violations.into_iter().map(|v| v.field).collect())
             .unwrap_or_default();
@@ -121,7 +125,8 @@ mod tests {
     #[case::ready_as_string(json!({"status": {"ready": "true"}}), None)]
     #[case::no_status(json!({}), None)]
     fn status_fields(#[case] object: Value, #[case] flag: Option<&str>) {
-        let finding = check_config_status(&Settings::default(), Some(&object));
+        let status = object.get("status").map(Node::from_value);
+        let finding = check_config_status(&Settings::default(), status.as_ref());
         assert_eq!(finding.is_some(), flag.is_some());
         if let (Some(f), Some(flag)) = (finding, flag) {
             assert_eq!(f.action, Action::Warn);
@@ -141,7 +146,8 @@ mod tests {
             contract_violations: action,
             ..Settings::default()
         };
-        let finding = check_config_status(&settings, Some(&json!({"status": {"ready": true}})));
+        let status = json!({"ready": true});
+        let finding = check_config_status(&settings, Some(&Node::from_value(&status)));
         assert_eq!(finding.map(|f| f.action), found.then_some(action));
     }
 }

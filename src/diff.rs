@@ -12,9 +12,10 @@
 //!
 //! The walk visits keys in sorted order, so the reported paths are deterministic.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::paths::{FieldPath, PathPattern, Segment};
+use crate::json::{Node, Str, Unescaped};
+use crate::paths::{FieldPath, PathPattern, Segment, Step};
 
 /// The non-compared fields of one bootstrap config kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,49 +48,21 @@ pub struct Change {
 }
 
 /// Absent in the `omitempty` sense.
-pub fn is_absent(value: Option<&Value>) -> bool {
+pub fn is_absent(value: Option<&Node>) -> bool {
     match value {
-        None | Some(Value::Null) => true,
-        Some(Value::Array(items)) => items.is_empty(),
-        Some(Value::Object(map)) => map.values().all(|v| is_absent(Some(v))),
+        None | Some(Node::Null) => true,
+        Some(Node::Array(items)) => items.is_empty(),
+        Some(Node::Object(entries)) => entries.iter().all(|(_, v)| is_absent(Some(v))),
         Some(_) => false,
     }
 }
 
-/// `a == b` for JSON values, with strings compared eight bytes at a time. A config's bulk is
-/// file contents, and the guest's `memcmp` (wasi-libc's) compares one byte per iteration:
-/// comparing the unchanged files was a tenth of a token rotation's instructions.
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::String(a), Value::String(b)) => same_bytes(a.as_bytes(), b.as_bytes()),
-        (Value::Array(a), Value::Array(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same(a, b))
-        }
-        (Value::Object(a), Value::Object(b)) => {
-            a.len() == b.len()
-                && a.iter()
-                    .zip(b)
-                    .all(|((ka, va), (kb, vb))| ka == kb && same(va, vb))
-        }
-        _ => a == b,
-    }
+/// `a == b`, strings compared eight bytes at a time ([`crate::json::same_bytes`]).
+fn same(a: &Node, b: &Node) -> bool {
+    a == b
 }
 
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let (a_words, a_rest) = a.split_at(a.len() - a.len() % 8);
-    let (b_words, b_rest) = b.split_at(a_words.len());
-    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-    a_words
-        .chunks_exact(8)
-        .zip(b_words.chunks_exact(8))
-        .all(|(x, y)| word(x) == word(y))
-        && a_rest == b_rest
-}
-
-fn same_option(a: Option<&Value>, b: Option<&Value>) -> bool {
+fn same_option(a: Option<&Node>, b: Option<&Node>) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => same(a, b),
         (None, None) => true,
@@ -98,20 +71,20 @@ fn same_option(a: Option<&Value>, b: Option<&Value>) -> bool {
 }
 
 /// The zero value of a scalar: what a defaulter's `omitempty` pruning removes.
-fn is_zero_scalar(value: &Value) -> bool {
+fn is_zero_scalar(value: &Node) -> bool {
     match value {
-        Value::Bool(b) => !b,
-        Value::String(s) => s.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
+        Node::Bool(b) => !b,
+        Node::String(s) => s.is_empty(),
+        Node::Number(n) => n.as_f64() == Some(0.0),
         _ => false,
     }
 }
 
 /// Empty in the fill-once sense: absent, or the zero value of a scalar.
-fn is_empty(value: Option<&Value>) -> bool {
+fn is_empty(value: Option<&Node>) -> bool {
     match value {
-        Some(Value::String(s)) => s.is_empty(),
-        Some(Value::Bool(b)) => !b,
+        Some(Node::String(s)) => s.is_empty(),
+        Some(Node::Bool(b)) => !b,
         other => is_absent(other),
     }
 }
@@ -124,41 +97,41 @@ struct Active {
 }
 
 impl Active {
-    fn start(rules: &FieldRules, root: &Segment) -> Self {
+    fn start(rules: &FieldRules, root: Step) -> Self {
+        let all = |patterns: &[PathPattern]| -> Vec<usize> { (0..patterns.len()).collect() };
         Active {
-            ignored: narrow(&rules.ignored, (0..rules.ignored.len()).collect(), 0, root),
-            fill_once: narrow(
-                &rules.fill_once,
-                (0..rules.fill_once.len()).collect(),
-                0,
-                root,
-            ),
+            ignored: narrow(&rules.ignored, &all(&rules.ignored), 0, root),
+            fill_once: narrow(&rules.fill_once, &all(&rules.fill_once), 0, root),
         }
     }
 
-    fn step(&self, rules: &FieldRules, depth: usize, segment: &Segment) -> Self {
+    /// The patterns still matching one step further down (a list is allocated only when one
+    /// does: most of a spec is below no pattern).
+    fn step(&self, rules: &FieldRules, depth: usize, step: Step) -> Self {
+        if self.ignored.is_empty() && self.fill_once.is_empty() {
+            return Active::default();
+        }
         Active {
-            ignored: narrow(&rules.ignored, self.ignored.clone(), depth, segment),
-            fill_once: narrow(&rules.fill_once, self.fill_once.clone(), depth, segment),
+            ignored: narrow(&rules.ignored, &self.ignored, depth, step),
+            fill_once: narrow(&rules.fill_once, &self.fill_once, depth, step),
         }
     }
 }
 
-fn narrow(
-    patterns: &[PathPattern],
-    mut active: Vec<usize>,
-    depth: usize,
-    segment: &Segment,
-) -> Vec<usize> {
-    active.retain(|&i| patterns[i].matches_at(depth, segment));
+fn narrow(patterns: &[PathPattern], active: &[usize], depth: usize, step: Step) -> Vec<usize> {
     active
+        .iter()
+        .copied()
+        .filter(|&i| patterns[i].matches_at(depth, step))
+        .collect()
 }
 
 fn complete(patterns: &[PathPattern], active: &[usize], len: usize) -> bool {
     active.iter().any(|&i| patterns[i].len() == len)
 }
 
-/// Changed fields between two values found at `root` (normally the two `spec`s).
+/// Changed fields between two values found at `root` (normally the two `spec`s), given as
+/// `serde_json` values (tools, tests): [`changes_at`] on them.
 pub fn changed_fields(
     root: &str,
     old: Option<&Value>,
@@ -168,28 +141,39 @@ pub fn changed_fields(
     changed_fields_at(&[root], old, new, rules)
 }
 
-/// Changed fields between two values found at a nested `root` (`spec.template.spec` of a
-/// bootstrap template); paths are reported from the object's top.
+/// [`changed_fields`] at a nested `root`.
 pub fn changed_fields_at(
     root: &[&str],
     old: Option<&Value>,
     new: Option<&Value>,
     rules: &FieldRules,
 ) -> Vec<Change> {
+    let (old, new) = (old.map(Node::from_value), new.map(Node::from_value));
+    changes_at(root, old.as_ref(), new.as_ref(), rules)
+}
+
+/// Changed fields between two values found at a nested `root` (`spec` of a config,
+/// `spec.template.spec` of a bootstrap template); paths are reported from the object's top.
+pub fn changes_at(
+    root: &[&str],
+    old: Option<&Node>,
+    new: Option<&Node>,
+    rules: &FieldRules,
+) -> Vec<Change> {
     let Some((first, rest)) = root.split_first() else {
         return Vec::new();
     };
     let mut path = FieldPath::root(first);
-    let mut active = Active::start(rules, &Segment::Key(first.to_string()));
+    let mut active = Active::start(rules, Step::Key(first));
     for key in rest {
         let segment = Segment::Key(key.to_string());
-        active = active.step(rules, path.segments().len(), &segment);
+        active = active.step(rules, path.segments().len(), segment.as_step());
         path.push(segment);
     }
     let mut out = Vec::new();
     // Two objects are compared key by key in the walk itself; comparing them whole first
     // would read every unchanged subtree twice.
-    let both_objects = matches!((old, new), (Some(Value::Object(_)), Some(Value::Object(_))));
+    let both_objects = matches!((old, new), (Some(Node::Object(_)), Some(Node::Object(_))));
     if both_objects || !same_option(old, new) {
         walk(old, new, &mut path, &active, rules, &mut out);
     }
@@ -197,8 +181,8 @@ pub fn changed_fields_at(
 }
 
 fn walk(
-    old: Option<&Value>,
-    new: Option<&Value>,
+    old: Option<&Node>,
+    new: Option<&Node>,
     path: &mut FieldPath,
     active: &Active,
     rules: &FieldRules,
@@ -213,23 +197,23 @@ fn walk(
     }
     if complete(&rules.fill_once, &active.fill_once, depth)
         && is_empty(old)
-        && !matches!(new, Some(Value::Object(_)))
+        && !matches!(new, Some(Node::Object(_)))
     {
         return;
     }
     let old = old.filter(|v| !v.is_null());
     let new = new.filter(|v| !v.is_null());
     match (old, new) {
-        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+        (Some(Node::Object(a)), Some(Node::Object(b))) => {
             walk_objects(a, b, path, active, rules, out)
         }
-        (Some(Value::Array(a)), Some(Value::Array(b))) if !a.is_empty() && !b.is_empty() => {
+        (Some(Node::Array(a)), Some(Node::Array(b))) if !a.is_empty() && !b.is_empty() => {
             for index in 0..a.len().max(b.len()) {
                 if same_option(a.get(index), b.get(index)) {
                     continue;
                 }
                 let segment = Segment::Index(index);
-                let next = active.step(rules, depth, &segment);
+                let next = active.step(rules, depth, segment.as_step());
                 path.push(segment);
                 if index < a.len() && index < b.len() {
                     walk(a.get(index), b.get(index), path, &next, rules, out);
@@ -248,17 +232,16 @@ fn walk(
                 path.pop();
             }
         }
-        (Some(Value::Object(map)), None) | (None, Some(Value::Object(map))) => {
+        (Some(Node::Object(map)), None) | (None, Some(Node::Object(map))) => {
             // An object that is not there at all on one side: look inside, since it may hold
             // nothing but non-compared fields (the bootstrapToken CAPI creates with its token);
             // otherwise report it once, here (below the spec itself).
             let added = old.is_none();
             let before = out.len();
-            let empty = Map::new();
             if added {
-                walk_objects(&empty, map, path, active, rules, out);
+                walk_objects(&[], map, path, active, rules, out);
             } else {
-                walk_objects(map, &empty, path, active, rules, out);
+                walk_objects(map, &[], path, active, rules, out);
             }
             if out.len() > before && depth > 1 {
                 out.truncate(before);
@@ -288,25 +271,43 @@ fn walk(
     }
 }
 
+/// Both objects' keys in sorted order (a node's entries are sorted), each with its two values.
 fn walk_objects(
-    a: &Map<String, Value>,
-    b: &Map<String, Value>,
+    a: &[(Str, Node)],
+    b: &[(Str, Node)],
     path: &mut FieldPath,
     active: &Active,
     rules: &FieldRules,
     out: &mut Vec<Change>,
 ) {
+    use std::cmp::Ordering;
     let depth = path.segments().len();
-    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for key in keys {
-        let (old, new) = (a.get(key), b.get(key));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let order = match (a.get(i), b.get(j)) {
+            (Some((ka, _)), Some((kb, _))) => ka.cmp(kb),
+            (Some(_), None) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        let (key, old, new) = match order {
+            Ordering::Less => {
+                i += 1;
+                (&a[i - 1].0, Some(&a[i - 1].1), None)
+            }
+            Ordering::Greater => {
+                j += 1;
+                (&b[j - 1].0, None, Some(&b[j - 1].1))
+            }
+            Ordering::Equal => {
+                (i, j) = (i + 1, j + 1);
+                (&a[i - 1].0, Some(&a[i - 1].1), Some(&b[j - 1].1))
+            }
+        };
         if same_option(old, new) {
             continue;
         }
-        let segment = Segment::Key(key.clone());
-        let next = active.step(rules, depth, &segment);
+        let segment = Segment::Key(key.to_str().into_owned());
+        let next = active.step(rules, depth, segment.as_step());
         path.push(segment);
         walk(old, new, path, &next, rules, out);
         path.pop();
@@ -321,7 +322,7 @@ fn walk_objects(
 /// file contents are copied, not escaped (escaping was a quarter of the guest's time on a
 /// 2 MiB config); a number is `n<JSON number>;`, booleans `t` / `f`, a list element that holds
 /// nothing `z`, objects `{key value ...}` (keys as strings) and lists `[value ...]`.
-pub fn canonical_form(root: &str, value: Option<&Value>, rules: &FieldRules) -> Vec<u8> {
+pub fn canonical_form(root: &str, value: Option<&Node>, rules: &FieldRules) -> Vec<u8> {
     let mut out = Vec::new();
     write_canonical_form(root, value, rules, &mut out);
     out
@@ -331,6 +332,10 @@ pub fn canonical_form(root: &str, value: Option<&Value>, rules: &FieldRules) -> 
 /// spec then needs no 2 MiB buffer in the guest).
 pub trait CanonicalSink {
     fn put(&mut self, bytes: &[u8]);
+
+    fn put_byte(&mut self, byte: u8) {
+        self.put(&[byte]);
+    }
 }
 
 impl CanonicalSink for Vec<u8> {
@@ -342,14 +347,13 @@ impl CanonicalSink for Vec<u8> {
 /// [`canonical_form`], written into `out` piece by piece.
 pub fn write_canonical_form(
     root: &str,
-    value: Option<&Value>,
+    value: Option<&Node>,
     rules: &FieldRules,
     out: &mut impl CanonicalSink,
 ) {
-    let mut path = FieldPath::root(root);
-    let active = Active::start(rules, &Segment::Key(root.to_string()));
-    if holds_compared(value, &mut path, &active, rules) {
-        write_canonical(value, &mut path, &active, rules, out);
+    let active = Active::start(rules, Step::Key(root));
+    if holds_compared(value, 1, &active, rules) {
+        write_canonical(value, 1, &active, rules, out);
     } else {
         out.put(b"z");
     }
@@ -362,89 +366,97 @@ fn skipped(depth: usize, active: &Active, rules: &FieldRules) -> bool {
 
 /// Whether `value` holds anything the canonical form writes: a compared, non-absent value.
 /// Asked before writing, so that nothing written ever has to be taken back.
-fn holds_compared(
-    value: Option<&Value>,
-    path: &mut FieldPath,
-    active: &Active,
-    rules: &FieldRules,
-) -> bool {
-    let depth = path.segments().len();
+/// `depth`: the length of the value's path (the root's is 1).
+fn holds_compared(value: Option<&Node>, depth: usize, active: &Active, rules: &FieldRules) -> bool {
     if skipped(depth, active, rules) {
         return false;
     }
     match value {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(map)) => map.iter().any(|(key, item)| {
-            let segment = Segment::Key(key.clone());
-            let next = active.step(rules, depth, &segment);
-            path.push(segment);
-            let holds = holds_compared(Some(item), path, &next, rules);
-            path.pop();
-            holds
+        None | Some(Node::Null) => false,
+        Some(Node::Object(entries)) => entries.iter().any(|(key, item)| {
+            let next = active.step(rules, depth, Step::Key(&key.to_str()));
+            holds_compared(Some(item), depth + 1, &next, rules)
         }),
-        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Node::Array(items)) => !items.is_empty(),
         Some(_) => true,
     }
 }
 
-fn write_string(text: &str, out: &mut impl CanonicalSink) {
+/// A string, unescaped piece by piece (a file content is not copied first).
+fn write_string(text: &Str, out: &mut impl CanonicalSink) {
+    struct Sink<'o, S>(&'o mut S);
+    impl<S: CanonicalSink> Unescaped for Sink<'_, S> {
+        fn run(&mut self, bytes: &[u8]) {
+            self.0.put(bytes);
+        }
+
+        fn byte(&mut self, byte: u8) {
+            self.0.put_byte(byte);
+        }
+    }
     out.put(b"s");
-    out.put(text.len().to_string().as_bytes());
+    put_decimal(text.len(), out);
     out.put(b":");
-    out.put(text.as_bytes());
+    text.unescape_into(&mut Sink(out));
+}
+
+/// `n` in decimal, as `n.to_string()` writes it, without a string per call (every key and
+/// string of a spec has its length written).
+fn put_decimal(mut n: usize, out: &mut impl CanonicalSink) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put(&digits[at..]);
 }
 
 /// Writes `value`, which [`holds_compared`].
 fn write_canonical(
-    value: Option<&Value>,
-    path: &mut FieldPath,
+    value: Option<&Node>,
+    depth: usize,
     active: &Active,
     rules: &FieldRules,
     out: &mut impl CanonicalSink,
 ) {
-    let depth = path.segments().len();
     match value {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            // Sorted here: serde_json's map keeps insertion order when any crate in a build
-            // turns on its preserve_order feature.
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+        None | Some(Node::Null) => {}
+        Some(Node::Object(entries)) => {
+            // A node's keys are sorted.
             out.put(b"{");
-            for (key, item) in keys.into_iter().filter_map(|k| Some((k, map.get(k)?))) {
-                let segment = Segment::Key(key.clone());
-                let next = active.step(rules, depth, &segment);
-                path.push(segment);
-                if holds_compared(Some(item), path, &next, rules) {
+            for (key, item) in entries {
+                let next = active.step(rules, depth, Step::Key(&key.to_str()));
+                if holds_compared(Some(item), depth + 1, &next, rules) {
                     write_string(key, out);
-                    write_canonical(Some(item), path, &next, rules, out);
+                    write_canonical(Some(item), depth + 1, &next, rules, out);
                 }
-                path.pop();
             }
             out.put(b"}");
         }
-        Some(Value::Array(items)) => {
+        Some(Node::Array(items)) => {
             out.put(b"[");
             for (index, item) in items.iter().enumerate() {
-                let segment = Segment::Index(index);
-                let next = active.step(rules, depth, &segment);
-                path.push(segment);
-                if holds_compared(Some(item), path, &next, rules) {
-                    write_canonical(Some(item), path, &next, rules, out);
+                let next = active.step(rules, depth, Step::Index(index));
+                if holds_compared(Some(item), depth + 1, &next, rules) {
+                    write_canonical(Some(item), depth + 1, &next, rules, out);
                 } else {
                     out.put(b"z");
                 }
-                path.pop();
             }
             out.put(b"]");
         }
-        Some(Value::String(text)) => write_string(text, out),
-        Some(Value::Number(number)) => {
+        Some(Node::String(text)) => write_string(text, out),
+        Some(Node::Number(number)) => {
             out.put(b"n");
             out.put(number.to_string().as_bytes());
             out.put(b";");
         }
-        Some(Value::Bool(flag)) => out.put(if *flag { b"t" } else { b"f" }),
+        Some(Node::Bool(flag)) => out.put(if *flag { b"t" } else { b"f" }),
     }
 }
 
@@ -465,8 +477,19 @@ mod tests {
     #[case::prefix("01234567", "012345678")]
     #[case::multibyte("grüße aus köln", "grüße aus köln")]
     fn same_agrees_with_eq_on_strings(#[case] a: &str, #[case] b: &str) {
-        assert_eq!(same(&json!(a), &json!(b)), a == b);
+        use crate::json::same_bytes;
+        let (va, vb) = (json!(a), json!(b));
+        assert_eq!(same(&node(&va), &node(&vb)), a == b);
         assert_eq!(same_bytes(a.as_bytes(), b.as_bytes()), a == b);
+    }
+
+    fn node(value: &Value) -> Node<'_> {
+        Node::from_value(value)
+    }
+
+    /// A value as the reader reads it from JSON text, its strings escaped where JSON escapes.
+    fn read(text: &[u8]) -> Node<'_> {
+        crate::json::read_document(text, |r| r.read_node()).unwrap()
     }
 
     #[rstest]
@@ -478,7 +501,7 @@ mod tests {
     #[case::longer_list(json!([1]), json!([1, 2]))]
     #[case::null_and_absent_key(json!({"a": null}), json!({}))]
     fn same_agrees_with_eq(#[case] a: Value, #[case] b: Value) {
-        assert_eq!(same(&a, &b), a == b);
+        assert_eq!(same(&node(&a), &node(&b)), a == b);
     }
 
     #[rstest]
@@ -489,9 +512,36 @@ mod tests {
     #[case::multibyte_length_in_bytes(json!("ß"), b"s2:\xc3\x9f".as_slice())]
     fn canonical_encoding(#[case] value: Value, #[case] expected: &[u8]) {
         assert_eq!(
-            canonical_form("spec", Some(&value), &FieldRules::default()),
+            canonical_form("spec", Some(&node(&value)), &FieldRules::default()),
             expected
         );
+        // Read from JSON text: the same form.
+        let text = serde_json::to_vec(&value).unwrap();
+        assert_eq!(
+            canonical_form("spec", Some(&read(&text)), &FieldRules::default()),
+            expected
+        );
+    }
+
+    #[test]
+    fn decimals_as_to_string_writes_them() {
+        for n in [0, 7, 10, 99, 100, 12_345, usize::MAX] {
+            let mut out = Vec::new();
+            put_decimal(n, &mut out);
+            assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn escaped_strings_are_hashed_unescaped() {
+        let text = br#"{"content": "line \"one\"\n\tline \u00e9 \ud83d\ude00 \/", "b\u0061": "x"}"#;
+        let value: Value = serde_json::from_slice(text).unwrap();
+        let rules = FieldRules::default();
+        assert_eq!(
+            canonical_form("spec", Some(&read(text)), &rules),
+            canonical_form("spec", Some(&node(&value)), &rules)
+        );
+        assert!(changes_at(&["spec"], Some(&read(text)), Some(&node(&value)), &rules).is_empty());
     }
 
     #[rstest]
@@ -503,8 +553,8 @@ mod tests {
     fn canonical_forms_differ(#[case] a: Value, #[case] b: Value) {
         let rules = FieldRules::default();
         assert_ne!(
-            canonical_form("spec", Some(&a), &rules),
-            canonical_form("spec", Some(&b), &rules)
+            canonical_form("spec", Some(&node(&a)), &rules),
+            canonical_form("spec", Some(&node(&b)), &rules)
         );
     }
 }

@@ -6,14 +6,17 @@ use serde_json::Value;
 
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
-use crate::kinds::{is_machine_pool, is_machine_template_consumer};
+use crate::json::{read_document, serde_message, Invalid, Node, Read, Reader};
+use crate::kinds::{is_machine_pool, is_machine_template_consumer, MACHINE_POOL};
 use crate::lookups::{
-    consuming_data_secret, is_being_deleted, machine_pools, referencing, Lookups, NoLookups,
+    consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
+    Lookups, NoLookups,
 };
+use crate::object::Object;
 use crate::ownership::{check_removal, machine_pool_controllers, removed_controllers, Owner};
-use crate::request::{kind_of, Operation, Request};
+use crate::request::{Operation, Request, RequestDoc};
 use crate::rotation;
-use crate::settings::{settings_of, Action, Settings};
+use crate::settings::{Action, Settings};
 use crate::template;
 use crate::verdict::{Finding, Subject, Verdict};
 
@@ -22,21 +25,60 @@ pub fn validate_payload(payload: &[u8]) -> Verdict {
     validate_payload_with(payload, &NoLookups)
 }
 
-/// The `validate` entry point: reads `{"request": ..., "settings": ...}`.
-pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
-    let value: Value = match serde_json::from_slice(payload) {
-        Ok(v) => v,
-        Err(e) => return Verdict::bad_request(format!("cannot read the validation payload: {e}")),
+/// `{"request": ..., "settings": ...}` as far as it is read: the settings as written (they are
+/// small and read as a `Value`), the request typed. `None`: the payload is no object.
+struct Payload<'a> {
+    settings: Option<&'a str>,
+    request: Option<RequestDoc<'a>>,
+}
+
+fn read_payload<'a>(r: &mut Reader<'a>) -> Read<Option<Payload<'a>>> {
+    let mut payload = Payload {
+        settings: None,
+        request: None,
     };
-    let Some(map) = value.as_object() else {
+    let is_object = r.read_object_or_skip(|r, key| {
+        if key.is("settings") {
+            payload.settings = Some(r.read_raw()?);
+        } else if key.is("request") {
+            payload.request = Some(RequestDoc::read(r)?);
+        } else {
+            r.skip()?;
+        }
+        Ok(())
+    })?;
+    Ok(is_object.then_some(payload))
+}
+
+/// The `validate` entry point: reads `{"request": ..., "settings": ...}`. The payload is read
+/// once, straight from its bytes, as far as the rules read it (see [`crate::json`]); a payload
+/// it refuses gets serde_json's message.
+pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
+    let read = read_document(payload, read_payload).and_then(|fields| {
+        let settings = match fields.as_ref().and_then(|f| f.settings) {
+            Some(raw) => serde_json::from_str(raw).map_err(|_| Invalid("settings"))?,
+            None => Value::Null,
+        };
+        Ok((fields, settings))
+    });
+    let (fields, settings) = match read {
+        Ok(read) => read,
+        Err(_) => {
+            return Verdict::bad_request(format!(
+                "cannot read the validation payload: {}",
+                serde_message(payload)
+            ))
+        }
+    };
+    let Some(fields) = fields else {
         return Verdict::bad_request("the validation payload must be a JSON object");
     };
-    let settings = match settings_of(map) {
+    let settings = match Settings::from_value(&settings) {
         Ok(s) => s,
         Err(e) => return Verdict::bad_request(format!("invalid settings: {e}")),
     };
-    match map.get("request") {
-        Some(request) => evaluate_with(&settings, request, lookups),
+    match &fields.request {
+        Some(request) => evaluate_request(&settings, request, lookups),
         None => Verdict::bad_request("the validation payload has no request"),
     }
 }
@@ -46,10 +88,22 @@ pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
     evaluate_with(settings, request, &NoLookups)
 }
 
-/// Judges one AdmissionRequest; `lookups` is asked only when `settings.context_aware`.
+/// Judges one AdmissionRequest given as a `Value` (tests, tools); `lookups` is asked only when
+/// `settings.context_aware`. It is read as the payload's request is.
 pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups) -> Verdict {
-    let group_kind = match kind_of(request) {
-        Ok((gk, _)) => gk,
+    let json = serde_json::to_vec(request).unwrap_or_default();
+    match read_document(&json, RequestDoc::read) {
+        Ok(doc) => evaluate_request(settings, &doc, lookups),
+        Err(_) => {
+            Verdict::bad_request(format!("cannot read the request: {}", serde_message(&json)))
+        }
+    }
+}
+
+/// Judges one AdmissionRequest as read from its payload.
+pub fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Lookups) -> Verdict {
+    let (group_kind, version) = match doc.kind_of() {
+        Ok(kind) => kind,
         Err(e) => return Verdict::bad_request(e),
     };
     let (group, kind) = (group_kind.group.as_str(), group_kind.kind.as_str());
@@ -60,7 +114,7 @@ pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups
     if !ours {
         return Verdict::accept();
     }
-    let request = match Request::parse(request) {
+    let request = match Request::parse(doc, group_kind.clone(), &version) {
         Ok(r) => r,
         Err(e) => return Verdict::bad_request(e),
     };
@@ -109,16 +163,17 @@ fn machine_pool(
     }
 }
 
-/// The MachinePools of the request's namespace, listed with `lookups` when there are any; a
-/// failed lookup adds its warning and leaves the ownerReference rules to decide.
+/// The host's answer to the MachinePool list of the request's namespace, asked with `lookups`
+/// when there are any; a failed lookup adds its warning and leaves the ownerReference rules to
+/// decide. Read with [`pools_in`].
 fn list_pools(
     settings: &Settings,
     request: &Request,
     lookups: Option<&dyn Lookups>,
     findings: &mut Vec<Finding>,
-) -> Option<Vec<Value>> {
+) -> Option<Vec<u8>> {
     match machine_pools(lookups?, &settings.capi_version, request.namespace) {
-        Ok(pools) => Some(pools),
+        Ok(answer) => Some(answer),
         Err(e) => {
             findings.push(Finding::lookup_failed("MachinePool", &e));
             None
@@ -126,8 +181,22 @@ fn list_pools(
     }
 }
 
+/// The pools of a list answer; an unreadable answer is a failed lookup.
+fn pools_in<'a>(
+    answer: Option<&'a [u8]>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<Consumer<'a>>> {
+    match consumers_in(answer?, MACHINE_POOL) {
+        Ok(pools) => Some(pools),
+        Err(e) => {
+            findings.push(Finding::lookup_failed(MACHINE_POOL, &e));
+            None
+        }
+    }
+}
+
 /// The pools whose current configRef names the subject (`live_only`: not being deleted).
-fn referencing_pools(pools: &[Value], subject: &Subject, live_only: bool) -> Vec<Owner> {
+fn referencing_pools(pools: &[Consumer], subject: &Subject, live_only: bool) -> Vec<Owner> {
     referencing(
         pools,
         &subject.group_kind,
@@ -153,17 +222,15 @@ fn bootstrap_config(
     let mut findings = Vec::new();
     match request.operation {
         Operation::Create => {
-            findings.extend(check_config_status(settings, request.object));
-            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
+            findings.extend(check_config_status(settings, status(request.object)));
+            let answer = list_pools(settings, request, lookups, &mut findings);
+            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
                 let consumers = consuming_data_secret(&pools, &subject.name);
                 findings.extend(in_place_edit::check_recreate(subject, &consumers));
             }
         }
         Operation::Update => {
-            let (old_spec, new_spec) = (
-                field(request.old_object, "spec"),
-                field(request.object, "spec"),
-            );
+            let (old_spec, new_spec) = (spec(request.old_object), spec(request.object));
             let owners = machine_pool_controllers(request.old_object);
             // Without lookups only a config a MachinePool controls can be in use.
             if lookups.is_some() || !owners.is_empty() {
@@ -178,11 +245,12 @@ fn bootstrap_config(
                     Vec::new()
                 };
                 let strips = !removed_controllers(&owners, request.object).is_empty();
-                let pools = if changes.is_empty() && !strips {
+                let answer = if changes.is_empty() && !strips {
                     None
                 } else {
                     list_pools(settings, request, lookups, &mut findings)
                 };
+                let pools = pools_in(answer.as_deref(), &mut findings);
                 // In use: referenced by a pool (lookups), else controlled by one.
                 let in_use = match &pools {
                     Some(pools) => referencing_pools(pools, subject, false),
@@ -208,13 +276,14 @@ fn bootstrap_config(
                     ));
                 }
             }
-            if field(request.object, "status") != field(request.old_object, "status") {
-                findings.extend(check_config_status(settings, request.object));
+            if status(request.object) != status(request.old_object) {
+                findings.extend(check_config_status(settings, status(request.object)));
             }
         }
         Operation::Delete => {
             // Without lookups nothing tells a referenced config from a rotated-out one.
-            if let Some(pools) = list_pools(settings, request, lookups, &mut findings) {
+            let answer = list_pools(settings, request, lookups, &mut findings);
+            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
                 findings.extend(in_place_edit::check_delete(
                     settings,
                     subject,
@@ -227,8 +296,12 @@ fn bootstrap_config(
     findings
 }
 
-fn field<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a Value> {
-    object.and_then(|o| o.get(key))
+fn spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object.and_then(|o| o.spec.as_ref())
+}
+
+fn status<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object.and_then(|o| o.status.as_ref())
 }
 
 #[cfg(test)]

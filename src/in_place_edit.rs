@@ -8,10 +8,9 @@
 //! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
 //! no change (see [`crate::diff`]).
 
-use serde_json::Value;
-
-use crate::diff::{changed_fields, Change, FieldRules};
-use crate::fingerprint::{spec_fingerprint, suggested_name};
+use crate::diff::{changes_at, Change, FieldRules};
+use crate::fingerprint::{fingerprint, suggested_name};
+use crate::json::Node;
 use crate::ownership::Owner;
 use crate::provider_writes::as_defaulted;
 use crate::settings::{Action, Settings};
@@ -33,10 +32,10 @@ fn pools(subject: &Subject, owners: &[Owner]) -> String {
 pub fn rotation_remediation(
     subject: &Subject,
     owners: &[Owner],
-    new_spec: Option<&Value>,
+    new_spec: Option<&Node>,
     rules: &FieldRules,
 ) -> (String, String) {
-    let name = suggested_name(&subject.name, &spec_fingerprint(new_spec, rules));
+    let name = suggested_name(&subject.name, &fingerprint(new_spec, rules));
     let kind = &subject.group_kind.kind;
     let text = format!(
         "To roll a change out, create a new {kind} {name:?} in namespace {ns} with the desired \
@@ -52,11 +51,11 @@ pub fn rotation_remediation(
 pub fn compared_changes(
     subject: &Subject,
     rules: &FieldRules,
-    old_spec: Option<&Value>,
-    new_spec: Option<&Value>,
+    old_spec: Option<&Node>,
+    new_spec: Option<&Node>,
 ) -> Vec<Change> {
     let (old, new) = as_defaulted(&subject.group_kind.kind, old_spec, new_spec);
-    changed_fields("spec", old.as_deref(), new.as_deref(), rules)
+    changes_at(&["spec"], old.as_deref(), new.as_deref(), rules)
 }
 
 /// The changed paths as field errors, at most [`MAX_REPORTED_PATHS`], then a count.
@@ -90,7 +89,7 @@ pub fn check(
     owners: &[Owner],
     rules: &FieldRules,
     changes: &[Change],
-    new_spec: Option<&Value>,
+    new_spec: Option<&Node>,
 ) -> Option<Finding> {
     if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Ignore {
         return None;
@@ -182,10 +181,11 @@ pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::ChangeKind;
+    use crate::diff::{changed_fields, ChangeKind};
+    use crate::fingerprint::spec_fingerprint;
     use crate::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn changes(kind: &str, old: Value, new: Value) -> Vec<String> {
         let rules = Settings::default().field_rules(kind);
@@ -315,8 +315,9 @@ mod tests {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Option<Finding> {
-        let changes = compared_changes(subject, rules, old, new);
-        check(settings, subject, owners, rules, &changes, new)
+        let (old, new) = (old.map(Node::from_value), new.map(Node::from_value));
+        let changes = compared_changes(subject, rules, old.as_ref(), new.as_ref());
+        check(settings, subject, owners, rules, &changes, new.as_ref())
     }
 
     fn subject(kind: &str, name: &str) -> Subject {

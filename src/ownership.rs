@@ -1,10 +1,9 @@
 //! Ownership: a config is in use when a MachinePool controls it (the controller ownerReference
 //! CAPI's MachinePool controller sets), and that reference may not be laundered away.
 
-use serde_json::Value;
-
 use crate::identity::Requester;
-use crate::kinds::{at, group_of_api_version, is_machine_pool, str_field};
+use crate::kinds::{group_of_api_version, is_machine_pool};
+use crate::object::Object;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 
@@ -16,24 +15,21 @@ pub struct Owner {
 }
 
 /// The MachinePool controller references of an object (any version, current or `exp` group).
-pub fn machine_pool_controllers(object: Option<&Value>) -> Vec<Owner> {
-    let Some(refs) = object
-        .and_then(|o| at(o, &["metadata", "ownerReferences"]))
-        .and_then(Value::as_array)
-    else {
+pub fn machine_pool_controllers(object: Option<&Object>) -> Vec<Owner> {
+    let Some(refs) = object.and_then(|o| o.owner_references.as_deref()) else {
         return Vec::new();
     };
     refs.iter()
-        .filter(|r| r.get("controller").and_then(Value::as_bool) == Some(true))
+        .filter(|r| r.controller == Some(true))
         .filter(|r| {
             is_machine_pool(
-                group_of_api_version(str_field(r, "apiVersion").unwrap_or("")),
-                str_field(r, "kind").unwrap_or(""),
+                group_of_api_version(r.api_version.as_deref().unwrap_or("")),
+                r.kind.as_deref().unwrap_or(""),
             )
         })
         .map(|r| Owner {
-            name: str_field(r, "name").unwrap_or("").to_string(),
-            uid: str_field(r, "uid").unwrap_or("").to_string(),
+            name: r.name.as_deref().unwrap_or("").to_string(),
+            uid: r.uid.as_deref().unwrap_or("").to_string(),
         })
         .collect()
 }
@@ -50,7 +46,7 @@ fn same_owner(a: &Owner, b: &Owner) -> bool {
 /// `new_object` lacks or demotes.
 pub fn removed_controllers<'a>(
     old_owners: &'a [Owner],
-    new_object: Option<&Value>,
+    new_object: Option<&Object>,
 ) -> Vec<&'a Owner> {
     let remaining = machine_pool_controllers(new_object);
     old_owners
@@ -67,7 +63,7 @@ pub fn check_removal(
     requester: &Requester,
     namespace: &str,
     old_owners: &[Owner],
-    new_object: Option<&Value>,
+    new_object: Option<&Object>,
     remediation: impl FnOnce() -> (String, String),
 ) -> Option<Finding> {
     if settings.in_place_edits == Action::Ignore
@@ -113,10 +109,10 @@ pub fn check_removal(
 mod tests {
     use super::*;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
-    fn with_refs(refs: Value) -> Value {
-        json!({"metadata": {"ownerReferences": refs}})
+    fn with_refs(refs: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({"metadata": {"ownerReferences": refs}})).unwrap()
     }
 
     #[rstest]
@@ -133,9 +129,8 @@ mod tests {
         #[case] refs: Value,
         #[case] expected: usize,
     ) {
-        assert_eq!(
-            machine_pool_controllers(Some(&with_refs(refs))).len(),
-            expected
-        );
+        let json = with_refs(refs);
+        let object = Object::from_json(&json).unwrap();
+        assert_eq!(machine_pool_controllers(Some(&object)).len(), expected);
     }
 }

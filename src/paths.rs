@@ -1,12 +1,30 @@
 //! Field paths in CAPI's notation (`spec.files[2].content`) and the path patterns used by the
 //! settings (`spec.files[*].content`, `spec.*.nodeRegistration.imagePullPolicy`).
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// One step into a JSON document.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Segment {
     Key(String),
+    Index(usize),
+}
+
+impl Segment {
+    pub fn as_step(&self) -> Step<'_> {
+        match self {
+            Segment::Key(key) => Step::Key(key),
+            Segment::Index(index) => Step::Index(*index),
+        }
+    }
+}
+
+/// A [`Segment`] borrowed: what a pattern is matched against while walking a document, with no
+/// key copied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<'a> {
+    Key(&'a str),
     Index(usize),
 }
 
@@ -68,7 +86,7 @@ impl fmt::Display for FieldPath {
 /// One step of a pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PatternSegment {
-    Key(String),
+    Key(Cow<'static, str>),
     /// `*`: any key of an object.
     AnyKey,
     /// `[*]`: any element of a list.
@@ -77,12 +95,12 @@ pub enum PatternSegment {
 }
 
 impl PatternSegment {
-    fn matches(&self, segment: &Segment) -> bool {
-        match (self, segment) {
-            (PatternSegment::Key(p), Segment::Key(k)) => p == k,
-            (PatternSegment::AnyKey, Segment::Key(_)) => true,
-            (PatternSegment::AnyIndex, Segment::Index(_)) => true,
-            (PatternSegment::Index(p), Segment::Index(i)) => p == i,
+    fn matches(&self, step: Step) -> bool {
+        match (self, step) {
+            (PatternSegment::Key(p), Step::Key(k)) => p == k,
+            (PatternSegment::AnyKey, Step::Key(_)) => true,
+            (PatternSegment::AnyIndex, Step::Index(_)) => true,
+            (PatternSegment::Index(p), Step::Index(i)) => *p == i,
             _ => false,
         }
     }
@@ -95,7 +113,7 @@ impl PatternSegment {
 /// A dotted path pattern rooted at `spec`, e.g. `spec.files[*].content`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathPattern {
-    source: String,
+    source: Cow<'static, str>,
     segments: Vec<PatternSegment>,
 }
 
@@ -139,7 +157,7 @@ impl PathPattern {
                     let segment = if key == "*" {
                         PatternSegment::AnyKey
                     } else if plain_key(key) {
-                        PatternSegment::Key(key.to_string())
+                        PatternSegment::Key(Cow::Owned(key.to_string()))
                     } else {
                         return Err(format!(
                             "{source:?}: {key:?} is not a field name (letters, digits, '_', '-') or '*'"
@@ -160,7 +178,7 @@ impl PathPattern {
         if expect_key {
             return Err(format!("{source:?}: empty path or trailing '.'"));
         }
-        if segments.first() != Some(&PatternSegment::Key("spec".to_string())) {
+        if segments.first() != Some(&PatternSegment::Key(Cow::Borrowed("spec"))) {
             return Err(format!("{source:?}: paths start at \"spec.\""));
         }
         if segments[1..].iter().all(PatternSegment::is_wildcard) {
@@ -169,9 +187,28 @@ impl PathPattern {
             ));
         }
         Ok(PathPattern {
-            source: source.to_string(),
+            source: Cow::Owned(source.to_string()),
             segments,
         })
+    }
+
+    /// A built-in pattern: dotted keys only, known to be valid, borrowed (every evaluation
+    /// builds the kind's built-in rules; parsing them was a visible share of a token rotation).
+    pub fn builtin(source: &'static str) -> Self {
+        debug_assert!(PathPattern::parse(source).is_ok(), "{source}");
+        let mut segments = Vec::new();
+        let mut start = 0;
+        for (i, b) in source.bytes().enumerate() {
+            if b == b'.' {
+                segments.push(PatternSegment::Key(Cow::Borrowed(&source[start..i])));
+                start = i + 1;
+            }
+        }
+        segments.push(PatternSegment::Key(Cow::Borrowed(&source[start..])));
+        PathPattern {
+            source: Cow::Borrowed(source),
+            segments,
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -187,8 +224,8 @@ impl PathPattern {
     }
 
     /// Whether step `depth` of a concrete path matches this pattern's step `depth`.
-    pub fn matches_at(&self, depth: usize, segment: &Segment) -> bool {
-        self.segments.get(depth).is_some_and(|p| p.matches(segment))
+    pub fn matches_at(&self, depth: usize, step: Step) -> bool {
+        self.segments.get(depth).is_some_and(|p| p.matches(step))
     }
 
     pub fn matches(&self, path: &FieldPath) -> bool {
@@ -197,7 +234,7 @@ impl PathPattern {
                 .segments
                 .iter()
                 .zip(path.segments())
-                .all(|(p, s)| p.matches(s))
+                .all(|(p, s)| p.matches(s.as_step()))
     }
 }
 
@@ -247,7 +284,7 @@ mod tests {
                 .segments
                 .iter()
                 .map(|s| match s {
-                    PatternSegment::Key(k) => Segment::Key(k.clone()),
+                    PatternSegment::Key(k) => Segment::Key(k.to_string()),
                     PatternSegment::Index(i) => Segment::Index(*i),
                     _ => unreachable!(),
                 })

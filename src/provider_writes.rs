@@ -22,7 +22,7 @@ use serde_json::{Map, Number, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::diff::FieldRules;
-use crate::kinds::at;
+use crate::json::{Node, Str};
 use crate::paths::PathPattern;
 
 /// The controller identities of CAPI core and of every default bootstrap kind's provider, as
@@ -88,13 +88,8 @@ const K3S_FILL_ONCE: &[&str] = &[
 const RKE2_FILL_ONCE: &[&str] = &["spec.agentConfig.format"];
 const RKE2_TEMPLATE_FILL_ONCE: &[&str] = &["spec.template.spec.agentConfig.format"];
 
-fn rules(machine_only: &[&str], fill_once: &[&str]) -> FieldRules {
-    let parse = |paths: &[&str]| {
-        paths
-            .iter()
-            .filter_map(|p| PathPattern::parse(p).ok())
-            .collect()
-    };
+fn rules(machine_only: &[&'static str], fill_once: &[&'static str]) -> FieldRules {
+    let parse = |paths: &[&'static str]| paths.iter().map(|p| PathPattern::builtin(p)).collect();
     FieldRules {
         ignored: parse(machine_only),
         fill_once: parse(fill_once),
@@ -136,25 +131,24 @@ const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
 /// change of what a value says is still a change of `...data.<key>`. `spec` is a config's
 /// `spec` or a template's `spec.template.spec`; other kinds, and RKE2 specs whose user data is
 /// the same text on both sides, are returned as they are.
-pub fn as_defaulted<'a>(
+pub fn as_defaulted<'a, 'n>(
     config_kind: &str,
-    old: Option<&'a Value>,
-    new: Option<&'a Value>,
-) -> (Option<Cow<'a, Value>>, Option<Cow<'a, Value>>) {
-    let user_data = |spec: Option<&'a Value>| spec.and_then(|s| at(s, &USER_DATA));
+    old: Option<&'a Node<'n>>,
+    new: Option<&'a Node<'n>>,
+) -> (Option<Cow<'a, Node<'n>>>, Option<Cow<'a, Node<'n>>>) {
+    let user_data = |spec: Option<&'a Node<'n>>| spec.and_then(|s| s.at(&USER_DATA));
     if config_kind != "RKE2Config" || user_data(old) == user_data(new) {
         return (old.map(Cow::Borrowed), new.map(Cow::Borrowed));
     }
-    let normalise = |spec: Option<&'a Value>| {
+    let normalise = |spec: Option<&'a Node<'n>>| {
         spec.map(|spec| {
             let mut spec = spec.clone();
-            if let Some(Value::Object(data)) = at_mut(&mut spec, &USER_DATA) {
-                for key in RKE2_DROPPED_USER_DATA_KEYS {
-                    data.remove(key);
-                }
-                for value in data.values_mut() {
-                    if let Some(parsed) = value.as_str().and_then(parsed_yaml) {
-                        *value = parsed;
+            if let Some(Node::Object(data)) = at_mut(&mut spec, &USER_DATA) {
+                data.retain(|(key, _)| !RKE2_DROPPED_USER_DATA_KEYS.iter().any(|k| key.is(k)));
+                for (_, value) in data.iter_mut() {
+                    let parsed = value.as_str().and_then(|text| parsed_yaml(&text.to_str()));
+                    if let Some(parsed) = parsed {
+                        *value = Node::String(Str::Plain(Cow::Owned(parsed)));
                     }
                 }
             }
@@ -164,22 +158,22 @@ pub fn as_defaulted<'a>(
     (normalise(old), normalise(new))
 }
 
-fn at_mut<'a>(value: &'a mut Value, keys: &[&str]) -> Option<&'a mut Value> {
-    keys.iter().try_fold(value, |v, key| v.get_mut(*key))
+fn at_mut<'a, 'n>(node: &'a mut Node<'n>, keys: &[&str]) -> Option<&'a mut Node<'n>> {
+    keys.iter().try_fold(node, |n, key| n.get_mut(key))
 }
 
 /// A user-data value as RKE2's defaulter reads it: a YAML map or list (an empty or comment-only
 /// value is the empty map) stands for its content, written as sorted JSON after a NUL so it
 /// never equals a plain text and a change is reported at `data.<key>` itself; `None` for
 /// scalars and unreadable YAML, which the defaulter leaves as text.
-fn parsed_yaml(text: &str) -> Option<Value> {
+fn parsed_yaml(text: &str) -> Option<String> {
     let documents = YamlLoader::load_from_str(text).ok()?;
     let content = match documents.into_iter().next() {
         None => Value::Object(Map::new()),
         Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_to_json(document)?,
         Some(_) => return None,
     };
-    Some(Value::String(format!("\u{0}yaml:{content}")))
+    Some(format!("\u{0}yaml:{content}"))
 }
 
 /// A parsed YAML node as JSON; map keys that are not strings are written as their YAML text.
@@ -221,16 +215,17 @@ fn yaml_to_json(node: Yaml) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::diff::changed_fields;
+    use crate::diff::changes_at;
     use rstest::rstest;
     use serde_json::json;
 
     /// The changes the policy sees between two specs of `kind`: the defaulter applied, the
     /// kind's built-in rules.
     fn changes(kind: &str, old: Value, new: Value) -> Vec<String> {
+        let (old, new) = (Node::from_value(&old), Node::from_value(&new));
         let (old, new) = as_defaulted(kind, Some(&old), Some(&new));
-        changed_fields(
-            "spec",
+        changes_at(
+            &["spec"],
             old.as_deref(),
             new.as_deref(),
             &default_field_rules(kind),

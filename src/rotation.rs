@@ -2,12 +2,11 @@
 //! `spec.template.spec.bootstrap.configRef` at another object. That is allowed, to any
 //! provider's kind, and checked: the new ref must be resolvable, in the pool's namespace.
 
-use serde_json::Value;
-
-use crate::config_ref::{config_ref, RefIdentity, CONFIG_REF};
+use crate::config_ref::{config_ref_in, RefIdentity, CONFIG_REF};
 use crate::contract::{check_config_ref, check_config_status};
 use crate::diff::canonical_form;
-use crate::kinds::{at, is_machine_pool, GroupKind};
+use crate::json::Node;
+use crate::kinds::{is_machine_pool, GroupKind};
 use crate::lookups::{self, Lookups};
 use crate::ownership::machine_pool_controllers;
 use crate::request::{Operation, Request};
@@ -21,9 +20,11 @@ pub fn check(
     request: &Request,
     lookups: Option<&dyn Lookups>,
 ) -> Result<Vec<Finding>, String> {
-    let new_ref = config_ref(request.object)?;
+    let new_ref = config_ref_in(request.object.and_then(|o| o.spec.as_ref()))?;
     let old_ref = match request.operation {
-        Operation::Update => config_ref(request.old_object).unwrap_or(None),
+        Operation::Update => {
+            config_ref_in(request.old_object.and_then(|o| o.spec.as_ref())).unwrap_or(None)
+        }
         _ => None,
     };
     let Some(new_ref) = new_ref else {
@@ -92,20 +93,25 @@ fn check_target(
     lookups: &dyn Lookups,
     target: &GroupKind,
     new_id: &RefIdentity,
-    old_ref: Option<&Value>,
+    old_ref: Option<&Node>,
 ) -> Vec<Finding> {
     let Some(api_version) = settings.lookup_api_version(target) else {
         return Vec::new();
     };
     let named = format!("{} {}/{}", target.kind, request.namespace, new_id.name);
     let short = format!("{} {}", target.kind, new_id.name);
-    let new_config = match lookups::config(
+    let new_config = lookups::config(
         lookups,
         api_version.clone(),
         &target.kind,
         request.namespace,
         &new_id.name,
-    ) {
+    );
+    let new_config = match new_config
+        .as_deref()
+        .map_err(Clone::clone)
+        .and_then(|answer| lookups::config_in(answer, &target.kind))
+    {
         Ok(Some(config)) => config,
         Ok(None) => {
             return vec![Finding::warning(format!(
@@ -115,11 +121,7 @@ fn check_target(
         Err(e) => return vec![Finding::lookup_failed(&target.kind, &e)],
     };
     let mut findings = Vec::new();
-    let pool_uid = request
-        .object
-        .and_then(|o| at(o, &["metadata", "uid"]))
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let pool_uid = request.object.and_then(|o| o.uid.as_deref()).unwrap_or("");
     let others: Vec<String> = machine_pool_controllers(Some(&new_config))
         .into_iter()
         .filter(|o| {
@@ -152,17 +154,22 @@ fn check_target(
     }
     if let Some(old_id) = old_ref.map(RefIdentity::of) {
         if old_id.group == target.group && old_id.kind == target.kind && !old_id.name.is_empty() {
-            if let Ok(Some(old_config)) = lookups::config(
+            let old_config = lookups::config(
                 lookups,
                 api_version,
                 &target.kind,
                 request.namespace,
                 &old_id.name,
-            ) {
+            );
+            if let Some(Ok(Some(old_config))) = old_config
+                .as_deref()
+                .ok()
+                .map(|answer| lookups::config_in(answer, &target.kind))
+            {
                 let rules = settings.field_rules(&target.kind);
                 // The canonical specs themselves, not their fingerprints: exact.
-                if canonical_form("spec", old_config.get("spec"), &rules)
-                    == canonical_form("spec", new_config.get("spec"), &rules)
+                if canonical_form("spec", old_config.spec.as_ref(), &rules)
+                    == canonical_form("spec", new_config.spec.as_ref(), &rules)
                 {
                     findings.push(Finding::warning(format!(
                         "{} has the same content as {}: the rotation replaces every instance for nothing",
@@ -172,7 +179,7 @@ fn check_target(
             }
         }
     }
-    if let Some(mut flag) = check_config_status(settings, Some(&new_config)) {
+    if let Some(mut flag) = check_config_status(settings, new_config.status.as_ref()) {
         flag.warning = format!(
             "configRef target {short} is ready without status.dataSecretName (bootstrap contract)"
         );

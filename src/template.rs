@@ -9,16 +9,16 @@
 //! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
 //!   change: only `controllerUsers` may.
 
-use serde_json::Value;
-
-use crate::diff::changed_fields_at;
-use crate::fingerprint::{spec_fingerprint, suggested_name};
+use crate::diff::changes_at;
+use crate::fingerprint::{fingerprint, suggested_name};
 use crate::in_place_edit::change_violations;
+use crate::json::Node;
 use crate::kinds::{
-    at, group_of_api_version, str_field, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT,
-    MACHINE_SET, TEMPLATE_SUFFIX,
+    group_of_api_version, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
+    TEMPLATE_SUFFIX,
 };
-use crate::lookups::{consumers, is_being_deleted, referencing, Lookups};
+use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
+use crate::object::Object;
 use crate::provider_writes::{as_defaulted, default_template_field_rules};
 use crate::request::{Operation, Request};
 use crate::settings::{Action, Settings};
@@ -28,25 +28,24 @@ use crate::verdict::{Finding, Subject, Violation};
 const TEMPLATE_SPEC: [&str; 3] = ["spec", "template", "spec"];
 
 /// Names of the ClusterClasses that reference this template (their ownerReferences).
-pub fn cluster_classes(object: Option<&Value>) -> Vec<String> {
+pub fn cluster_classes(object: Option<&Object>) -> Vec<String> {
     object
-        .and_then(|o| at(o, &["metadata", "ownerReferences"]))
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter(|r| {
-                    str_field(r, "kind") == Some(CLUSTER_CLASS)
-                        && group_of_api_version(str_field(r, "apiVersion").unwrap_or(""))
-                            == CAPI_GROUP
-                })
-                .filter_map(|r| str_field(r, "name").map(str::to_string))
-                .collect()
-        })
+        .map(|o| o.owner_references())
         .unwrap_or_default()
+        .iter()
+        .filter(|r| {
+            r.kind.as_deref() == Some(CLUSTER_CLASS)
+                && group_of_api_version(r.api_version.as_deref().unwrap_or("")) == CAPI_GROUP
+        })
+        .filter_map(|r| r.name.as_deref().map(str::to_string))
+        .collect()
 }
 
-fn template_spec(object: Option<&Value>) -> Option<&Value> {
-    object.and_then(|o| at(o, &TEMPLATE_SPEC))
+/// `spec.template.spec` of a template.
+fn template_spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object
+        .and_then(|o| o.spec.as_ref())
+        .and_then(|spec| spec.at(&TEMPLATE_SPEC[1..]))
 }
 
 /// The MachineDeployments and MachineSets whose configRef names the template, as
@@ -59,7 +58,8 @@ fn users(
 ) -> Result<Vec<String>, String> {
     let mut names = Vec::new();
     for kind in [MACHINE_DEPLOYMENT, MACHINE_SET] {
-        let items = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        let answer = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        let items = consumers_in(&answer, kind)?;
         names.extend(
             referencing(
                 &items,
@@ -127,7 +127,7 @@ fn check_update(
     let rules = default_template_field_rules(kind);
     let config_kind = kind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(kind);
     let (old_defaulted, new_defaulted) = as_defaulted(config_kind, old, new);
-    let changes = changed_fields_at(
+    let changes = changes_at(
         &TEMPLATE_SPEC,
         old_defaulted.as_deref(),
         new_defaulted.as_deref(),
@@ -174,7 +174,7 @@ fn check_update(
         }
         None => "the MachineDeployments and MachineSets that use it".to_string(),
     };
-    let name = suggested_name(&subject.name, &spec_fingerprint(new, &rules));
+    let name = suggested_name(&subject.name, &fingerprint(new, &rules));
     findings.push(Finding {
         action: settings.template_edits,
         violations,

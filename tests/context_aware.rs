@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use capi_bootstrap_rollout_policy::engine::evaluate_with;
 use capi_bootstrap_rollout_policy::lookups::{
-    ListRequest, Lookups, CONFIG_FIELDS, MACHINE_POOL_FIELDS,
+    list_answer, ListRequest, Lookups, CONFIG_FIELDS, MACHINE_POOL_FIELDS,
 };
 use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_bootstrap_rollout_policy::verdict::Verdict;
@@ -22,7 +22,7 @@ struct FakeCluster {
 }
 
 impl Lookups for FakeCluster {
-    fn list(&self, request: &ListRequest) -> Result<Vec<Value>, String> {
+    fn list(&self, request: &ListRequest) -> Result<Vec<u8>, String> {
         self.calls.borrow_mut().push(format!(
             "{} {} {} {:?} {:?}",
             request.api_version,
@@ -36,7 +36,7 @@ impl Lookups for FakeCluster {
         }
         let consumer = ["MachinePool", "MachineDeployment", "MachineSet"].contains(&request.kind);
         let source = if consumer { &self.pools } else { &self.configs };
-        Ok(source
+        let items: Vec<Value> = source
             .iter()
             .filter(|o| o["kind"] == request.kind)
             .filter(|o| match &request.field_selector {
@@ -47,7 +47,8 @@ impl Lookups for FakeCluster {
                 None => true,
             })
             .cloned()
-            .collect())
+            .collect();
+        Ok(list_answer(&items))
     }
 }
 

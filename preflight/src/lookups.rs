@@ -16,11 +16,11 @@
 //!   it is pruned. A config a base MachinePool references carries a controller ownerReference
 //!   to that pool, as CAPI sets it once base was reconciled; manifests in Git carry none.
 
-use capi_bootstrap_rollout_policy::config_ref::{config_ref, RefIdentity};
+use capi_bootstrap_rollout_policy::config_ref::{ref_identity_of, RefIdentity};
 use capi_bootstrap_rollout_policy::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer, GroupKind, MACHINE_POOL,
 };
-use capi_bootstrap_rollout_policy::lookups::{referencing, ListRequest, Lookups};
+use capi_bootstrap_rollout_policy::lookups::{list_answer, ListRequest, Lookups};
 use serde_json::{json, Value};
 
 use crate::manifests::{Key, ManifestSet};
@@ -105,7 +105,7 @@ fn pruned(object: &Value) -> Value {
 }
 
 fn ref_identity(pool: &Value) -> Option<RefIdentity> {
-    config_ref(Some(pool)).ok().flatten().map(RefIdentity::of)
+    ref_identity_of(pool)
 }
 
 impl ManifestLookups<'_> {
@@ -160,23 +160,22 @@ impl ManifestLookups<'_> {
         objects
             .into_iter()
             .map(|(key, mut object)| {
-                let owners: Vec<Value> = referencing(
-                    &base_pools,
-                    &group_kind,
-                    namespace,
-                    &key.name,
-                )
-                .into_iter()
-                .map(|(owner, pool)| {
-                    json!({
-                        "apiVersion": pool.get("apiVersion").cloned().unwrap_or(Value::Null),
-                        "kind": MACHINE_POOL,
-                        "name": owner.name,
-                        "controller": true,
-                        "blockOwnerDeletion": true,
+                let owners: Vec<Value> = base_pools
+                    .iter()
+                    .filter(|pool| {
+                        ref_identity(pool)
+                            .is_some_and(|id| id.names(&group_kind, namespace, &key.name))
                     })
-                })
-                .collect();
+                    .map(|pool| {
+                        json!({
+                            "apiVersion": pool.get("apiVersion").cloned().unwrap_or(Value::Null),
+                            "kind": MACHINE_POOL,
+                            "name": pool.pointer("/metadata/name").and_then(Value::as_str).unwrap_or(""),
+                            "controller": true,
+                            "blockOwnerDeletion": true,
+                        })
+                    })
+                    .collect();
                 if !owners.is_empty() {
                     if let Some(metadata) =
                         object.get_mut("metadata").and_then(Value::as_object_mut)
@@ -191,7 +190,7 @@ impl ManifestLookups<'_> {
 }
 
 impl Lookups for ManifestLookups<'_> {
-    fn list(&self, request: &ListRequest) -> Result<Vec<Value>, String> {
+    fn list(&self, request: &ListRequest) -> Result<Vec<u8>, String> {
         let terms = parse_selector(request.field_selector.as_deref())?;
         let group = group_of_api_version(&request.api_version);
         let items = if is_consumer(group, request.kind) {
@@ -199,7 +198,8 @@ impl Lookups for ManifestLookups<'_> {
         } else {
             self.objects(group, request.kind, request.namespace)
         };
-        Ok(items.into_iter().filter(|o| selected(o, &terms)).collect())
+        let items: Vec<Value> = items.into_iter().filter(|o| selected(o, &terms)).collect();
+        Ok(list_answer(&items))
     }
 }
 
@@ -225,8 +225,12 @@ mod tests {
         format!("apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {{name: {name}, namespace: ns}}\nspec: {{}}\n---\n")
     }
 
-    fn refs(pools: &[Value]) -> Vec<(String, bool)> {
-        pools
+    /// The configRef names of a list answer's items, and whether each is being deleted.
+    fn refs(answer: Vec<u8>) -> Vec<(String, bool)> {
+        let list: Value = serde_json::from_slice(&answer).unwrap();
+        list["items"]
+            .as_array()
+            .unwrap()
             .iter()
             .map(|p| {
                 (
@@ -250,7 +254,7 @@ mod tests {
             view: View::Either,
         };
         // A rotating pool with both refs, an unchanged one once, a removed one as being deleted.
-        let listed = refs(&machine_pools(&either, "v1beta2", "ns").unwrap());
+        let listed = refs(machine_pools(&either, "v1beta2", "ns").unwrap());
         assert_eq!(
             listed,
             [
@@ -264,11 +268,9 @@ mod tests {
             view: View::Final,
             ..either
         };
-        let listed = refs(&machine_pools(&final_state, "v1beta2", "ns").unwrap());
+        let listed = refs(machine_pools(&final_state, "v1beta2", "ns").unwrap());
         assert_eq!(listed, [("a-2".into(), false), ("b-1".into(), false)]);
-        assert!(machine_pools(&final_state, "v1beta2", "other")
-            .unwrap()
-            .is_empty());
+        assert!(refs(machine_pools(&final_state, "v1beta2", "other").unwrap()).is_empty());
     }
 
     #[test]
@@ -280,15 +282,18 @@ mod tests {
             head: &head,
             view: View::Either,
         };
-        let get = |name: &str| {
-            config(
+        // The config the policy's lookup reads from the answer (the last item), as a value.
+        let get = |name: &str| -> Option<Value> {
+            let answer = config(
                 &lookups,
                 "bootstrap.cluster.x-k8s.io/v1beta2".into(),
                 "KubeadmConfig",
                 "ns",
                 name,
             )
-            .unwrap()
+            .unwrap();
+            let list: Value = serde_json::from_slice(&answer).unwrap();
+            list["items"].as_array().unwrap().last().cloned()
         };
         let owned = get("a-1").unwrap();
         assert_eq!(owned["metadata"]["ownerReferences"][0]["name"], "a");
@@ -319,8 +324,11 @@ mod tests {
                 field_masks: &[],
             })
         };
-        let names = |items: Vec<Value>| -> Vec<String> {
-            items
+        let names = |answer: Vec<u8>| -> Vec<String> {
+            let list: Value = serde_json::from_slice(&answer).unwrap();
+            list["items"]
+                .as_array()
+                .unwrap()
                 .iter()
                 .map(|i| i["metadata"]["name"].as_str().unwrap().to_string())
                 .collect()

@@ -5,10 +5,14 @@
 //! Sizes are those of the new `object` serialized as compact JSON; the request carries it
 //! twice (`object` and `oldObject`) plus ~0.8 KiB of envelope.
 
+use std::sync::Arc;
+
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
 use crate::admission::ValidateRequest;
+use crate::callbacks::HostContext;
+use crate::engine::HostCallback;
 
 const MACHINE_POOL_ROTATION: &str =
     include_str!("../../scenarios/machinepool-v1beta2-rotate-configref/request.json");
@@ -28,6 +32,9 @@ pub struct Input {
     pub settings: Value,
     /// The verdict the policy must give (checked before measuring).
     pub allowed: bool,
+    /// The host's answer to the MachinePool list, for a request that needs it (`contextAware`
+    /// on): what `list_resources_by_namespace` returns. `None`: the request looks nothing up.
+    pub pool_list: Option<Arc<[u8]>>,
 }
 
 impl Input {
@@ -41,6 +48,28 @@ impl Input {
     /// The request as the host sends it to the guest.
     pub fn validate_request(&self) -> Result<ValidateRequest> {
         ValidateRequest::build(&self.request, false)
+    }
+
+    /// The host's side of `__host_call` for this input: the pool list when it has one, else
+    /// a host without a cluster (every lookup fails).
+    pub fn host_callback(&self) -> Arc<HostCallback> {
+        let Some(list) = &self.pool_list else {
+            return HostContext::offline().into_callback();
+        };
+        let list = Arc::clone(list);
+        Arc::new(
+            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| {
+                if (binding, namespace, operation)
+                    == ("kubewarden", "kubernetes", "list_resources_by_namespace")
+                {
+                    Ok(list.to_vec())
+                } else {
+                    Err(format!(
+                        "the benchmark host answers the pool list only, not {namespace}/{operation}"
+                    ))
+                }
+            },
+        )
     }
 
     /// The `validate` payload, byte for byte what `policy-host run` sends the guest.
@@ -63,6 +92,7 @@ pub fn machine_pool_rotation() -> Input {
         request: parse(MACHINE_POOL_ROTATION),
         settings: json!({}),
         allowed: true,
+        pool_list: None,
     }
 }
 
@@ -76,6 +106,7 @@ pub fn token_rotation(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: true,
+        pool_list: None,
     })
 }
 
@@ -89,6 +120,7 @@ pub fn config_edit(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     })
 }
 
@@ -104,6 +136,7 @@ pub fn one_file_changed(object_bytes: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     })
 }
 
@@ -121,6 +154,7 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
         request,
         settings: json!({}),
         allowed: false,
+        pool_list: None,
     };
     input.name = format!(
         "{} config, {count} files of {}, one changed",
@@ -128,6 +162,224 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
         size_label(FILE_SIZE)
     );
     Ok(input)
+}
+
+/// The 10 KiB in-use edit with `contextAware: true` in a namespace of `pools` MachinePools
+/// (rejected): a compared spec change, so the policy lists the pools (issue 16). The list is
+/// what policy-server answers with the policy's field masks: each item only `metadata.name`,
+/// `metadata.uid`, `metadata.deletionTimestamp` (one pool in 97 is being deleted) and
+/// `spec.template.spec.bootstrap`. The pool in the middle of the list references the config.
+pub fn fleet(pools: usize) -> Result<Input> {
+    let mut input = config_edit(10 * 1024)?;
+    let object = &input.request["object"];
+    let config = object["metadata"]["name"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the edit's object has no name"))?
+        .to_string();
+    let owner = &object["metadata"]["ownerReferences"][0];
+    let (owner_name, owner_uid) = match (owner["name"].as_str(), owner["uid"].as_str()) {
+        (Some(name), Some(uid)) => (name.to_string(), uid.to_string()),
+        _ => return Err(anyhow!("the edit's object has no MachinePool owner")),
+    };
+    let items: Vec<Value> = (0..pools)
+        .map(|i| {
+            if i == pools / 2 {
+                return pool_item(&owner_name, &owner_uid, &config, false);
+            }
+            let hash = (i as u64 + 7).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let uid = format!(
+                "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+                hash >> 32,
+                (hash >> 16) & 0xffff,
+                hash & 0xfff,
+                (hash >> 20) & 0xfff,
+                hash.rotate_left(17) & 0xffff_ffff_ffff
+            );
+            let name = format!("workers-{i:05}");
+            let config = format!("{name}-{:08x}", hash >> 40);
+            pool_item(&name, &uid, &config, i % 97 == 1)
+        })
+        .collect();
+    let list = json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": "4829131"},
+        "items": items,
+    });
+    input.settings = json!({ "contextAware": true });
+    input.pool_list = Some(Arc::from(serde_json::to_vec(&list)?));
+    input.name = format!("{pools} MachinePools");
+    Ok(input)
+}
+
+/// One MachinePool as the field-masked list carries it (v1beta2 configRef).
+fn pool_item(name: &str, uid: &str, config: &str, deleting: bool) -> Value {
+    let mut metadata = json!({ "name": name, "uid": uid });
+    if deleting {
+        metadata["deletionTimestamp"] = json!("2026-11-29T08:00:00Z");
+    }
+    json!({
+        "metadata": metadata,
+        "spec": {"template": {"spec": {"bootstrap": {
+            "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": config},
+            "dataSecretName": config,
+        }}}},
+    })
+}
+
+/// How a person applied a config, which decides what kube-apiserver records in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Apply {
+    /// `kubectl apply`: manager `kubectl-client-side-apply` (Update), and the whole applied
+    /// manifest in the `kubectl.kubernetes.io/last-applied-configuration` annotation.
+    ClientSide,
+    /// `kubectl apply --server-side`: manager `kubectl` (Apply), no annotation (kubectl refuses
+    /// annotations over 256 KiB, so a large config is applied this way).
+    ServerSide,
+}
+
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `input` as kube-apiserver sends it (issue 16): `metadata.managedFields` on object and
+/// oldObject, as the API server writes them for the person's apply, CAPI core's
+/// ownerReferences ("manager"), CABPK's discovery fields and status
+/// ("capi-kubeadm-bootstrap-manager"), and kubectl's annotation for a client-side apply. The
+/// same entries as the `*-kubectl-apply`, `*-server-side-apply` and `*-managed-fields` e2e
+/// scenarios (e2e-tests/scenarios/generate.py). No rule reads them: the verdict is the same.
+pub fn as_sent(mut input: Input, apply: Apply) -> Result<Input> {
+    let edited = input.request["object"]["spec"] != input.request["oldObject"]["spec"];
+    for (key, time) in [
+        ("oldObject", "2026-11-02T09:14:07Z"),
+        ("object", "2026-11-29T08:03:44Z"),
+    ] {
+        // The person's entry is as old as the last apply: the stored object's, unless this
+        // request is the person's edit.
+        let time = if key == "object" && !edited {
+            "2026-11-02T09:14:07Z"
+        } else {
+            time
+        };
+        let object = input
+            .request
+            .get_mut(key)
+            .filter(|o| o.is_object())
+            .ok_or_else(|| anyhow!("the request has no {key}"))?;
+        apply_fields(object, apply, time);
+    }
+    input.name = format!(
+        "{}, as kube-apiserver sends it ({})",
+        input.name,
+        match apply {
+            Apply::ClientSide => "kubectl apply",
+            Apply::ServerSide => "kubectl apply --server-side",
+        }
+    );
+    Ok(input)
+}
+
+fn apply_fields(object: &mut Value, apply: Apply, time: &str) {
+    let api_version = object["apiVersion"].clone();
+    let entry = |manager: &str, operation: &str, fields: Value, time: &str| {
+        json!({"manager": manager, "operation": operation, "apiVersion": api_version,
+               "time": time, "fieldsType": "FieldsV1", "fieldsV1": fields})
+    };
+    // What the person applied: the spec without what CABPK fills, the cluster label.
+    let mut spec = object["spec"].clone();
+    if let Some(join) = spec
+        .get_mut("joinConfiguration")
+        .and_then(Value::as_object_mut)
+    {
+        join.remove("discovery");
+    }
+    let cluster_label = "cluster.x-k8s.io/cluster-name";
+    let labels = json!({ cluster_label: object["metadata"]["labels"][cluster_label] });
+    let mut person = json!({
+        "f:metadata": {"f:labels": {".": {}, format!("f:{cluster_label}"): {}}},
+        "f:spec": fields_v1(&spec),
+    });
+    let mut entries = Vec::new();
+    match apply {
+        Apply::ClientSide => {
+            let manifest = json!({
+                "apiVersion": object["apiVersion"], "kind": object["kind"],
+                "metadata": {"annotations": {}, "labels": labels,
+                             "name": object["metadata"]["name"], "namespace": object["metadata"]["namespace"]},
+                "spec": spec,
+            });
+            object["metadata"]["annotations"] = json!({ LAST_APPLIED: format!("{manifest}\n") });
+            person["f:metadata"]["f:annotations"] =
+                json!({".": {}, format!("f:{LAST_APPLIED}"): {}});
+            entries.push(entry("kubectl-client-side-apply", "Update", person, time));
+        }
+        Apply::ServerSide => entries.push(entry("kubectl", "Apply", person, time)),
+    }
+    if let Some(owners) = object["metadata"]["ownerReferences"].as_array() {
+        let mut fields = json!({".": {}});
+        for owner in owners {
+            fields[format!("k:{}", json!({"uid": owner["uid"]}))] = json!({});
+        }
+        entries.push(entry(
+            "manager",
+            "Update",
+            json!({"f:metadata": {"f:ownerReferences": fields}}),
+            "2026-11-02T09:14:09Z",
+        ));
+    }
+    let discovery = &object["spec"]["joinConfiguration"]["discovery"];
+    if discovery.is_object() {
+        entries.push(entry(
+            "capi-kubeadm-bootstrap-manager",
+            "Update",
+            json!({"f:spec": {"f:joinConfiguration": {"f:discovery": fields_v1(discovery)}}}),
+            "2026-11-29T07:52:31Z",
+        ));
+    }
+    if object["status"].is_object() {
+        let mut status = fields_v1(&object["status"]);
+        status["."] = json!({});
+        let mut status_entry = entry(
+            "capi-kubeadm-bootstrap-manager",
+            "Update",
+            json!({ "f:status": status }),
+            "2026-11-02T09:14:12Z",
+        );
+        status_entry["subresource"] = json!("status");
+        entries.push(status_entry);
+    }
+    object["metadata"]["managedFields"] = Value::Array(entries);
+}
+
+/// The FieldsV1 set of `value` as the API server writes it: `f:<key>` per field, an item of a
+/// list keyed by path or name (files, v1beta2 kubeletExtraArgs) as `k:{...}` with `.` for the
+/// item itself, `{}` for a leaf or an atomic list.
+fn fields_v1(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (format!("f:{k}"), fields_v1(v)))
+                .collect(),
+        ),
+        Value::Array(items)
+            if !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i.get("path").is_some() || i.get("name").is_some()) =>
+        {
+            let mut out = serde_json::Map::new();
+            for item in items {
+                let key = if item.get("path").is_some() {
+                    "path"
+                } else {
+                    "name"
+                };
+                let mut fields = fields_v1(item);
+                fields["."] = json!({});
+                out.insert(format!("k:{}", json!({ key: item[key] })), fields);
+            }
+            Value::Object(out)
+        }
+        _ => json!({}),
+    }
 }
 
 fn files_only(mut request: Value) -> Value {
@@ -271,6 +523,66 @@ mod tests {
             "{}",
             input.name
         );
+    }
+
+    #[test]
+    fn a_fleet_holds_its_pools_and_the_referencing_one() {
+        let input = fleet(100).unwrap();
+        let list: Value = serde_json::from_slice(input.pool_list.as_deref().unwrap()).unwrap();
+        let items = list["items"].as_array().unwrap();
+        assert_eq!(items.len(), 100);
+        let config = input.request["object"]["metadata"]["name"]
+            .as_str()
+            .unwrap();
+        let referencing: Vec<&Value> = items
+            .iter()
+            .filter(|p| p["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] == config)
+            .collect();
+        assert_eq!(referencing.len(), 1);
+        assert_eq!(input.settings, json!({"contextAware": true}));
+        // Only the field-masked fields.
+        for item in items {
+            let keys: Vec<&String> = item["metadata"].as_object().unwrap().keys().collect();
+            assert!(keys
+                .iter()
+                .all(|k| ["name", "uid", "deletionTimestamp"].contains(&k.as_str())));
+        }
+    }
+
+    #[test]
+    fn as_sent_adds_managed_fields_to_both_objects() {
+        let plain = config_edit(10 * 1024).unwrap();
+        let sent = as_sent(plain.clone(), Apply::ClientSide).unwrap();
+        for key in ["object", "oldObject"] {
+            let metadata = &sent.request[key]["metadata"];
+            let managers: Vec<&str> = metadata["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["manager"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                managers,
+                [
+                    "kubectl-client-side-apply",
+                    "manager",
+                    "capi-kubeadm-bootstrap-manager",
+                    "capi-kubeadm-bootstrap-manager"
+                ]
+            );
+            // The annotation holds the applied manifest: about the spec's size again.
+            let annotation = metadata["annotations"][LAST_APPLIED].as_str().unwrap();
+            assert!(annotation.len() > 9 * 1024, "{}", annotation.len());
+            assert_eq!(sent.request[key]["spec"], plain.request[key]["spec"]);
+        }
+        assert!(sent.payload().unwrap().len() > 2 * plain.payload().unwrap().len() - 2048);
+        let server_side = as_sent(plain, Apply::ServerSide).unwrap();
+        let entry = &server_side.request["object"]["metadata"]["managedFields"][0];
+        assert_eq!(
+            (&entry["manager"], &entry["operation"]),
+            (&json!("kubectl"), &json!("Apply"))
+        );
+        assert!(server_side.request["object"]["metadata"]["annotations"].is_null());
     }
 
     #[test]

@@ -4,9 +4,13 @@
 //! guest's exported `memory` after the call. Linear memory never shrinks, so its size after
 //! the call is the evaluation's peak.
 
+use std::sync::Arc;
+
 use anyhow::{anyhow, bail, Context, Result};
 use wasmtime_provider::wasmtime::{self, Caller, Engine, Extern, Linker, Module, Store};
 use wasmtime_provider::wasmtime_wasi;
+
+use crate::engine::HostCallback;
 
 struct ProbeState {
     wasi: wasmtime_wasi::p1::WasiP1Ctx,
@@ -14,6 +18,10 @@ struct ProbeState {
     payload: Vec<u8>,
     response: Option<Vec<u8>>,
     error: Option<String>,
+    /// Answers the guest's `__host_call` (the pool list of the fleet benchmark).
+    host: Option<Arc<HostCallback>>,
+    host_response: Vec<u8>,
+    host_error: Vec<u8>,
 }
 
 /// Linear memory sizes of one evaluation on a fresh instance.
@@ -63,12 +71,26 @@ impl MemoryProbe {
 
     /// Calls `operation` with `payload` on a fresh instance and reports its memory.
     pub fn measure(&self, operation: &str, payload: &[u8]) -> Result<MemoryUse> {
+        self.measure_serving(operation, payload, None)
+    }
+
+    /// [`measure`](Self::measure), with `host` answering the guest's host calls (without one,
+    /// every host call fails).
+    pub fn measure_serving(
+        &self,
+        operation: &str,
+        payload: &[u8],
+        host: Option<Arc<HostCallback>>,
+    ) -> Result<MemoryUse> {
         let state = ProbeState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
             operation: operation.as_bytes().to_vec(),
             payload: payload.to_vec(),
             response: None,
             error: None,
+            host,
+            host_response: Vec::new(),
+            host_error: Vec::new(),
         };
         let mut store = Store::new(&self.engine, state);
         let instance = self
@@ -137,7 +159,12 @@ fn write(caller: &mut Caller<'_, ProbeState>, ptr: i32, bytes: &[u8]) -> wasmtim
     Ok(())
 }
 
-/// The waPC host functions. This policy makes no host calls; `__host_call` fails.
+fn read_text(caller: &mut Caller<'_, ProbeState>, ptr: i32, len: i32) -> wasmtime::Result<String> {
+    Ok(String::from_utf8_lossy(&read(caller, ptr, len)?).into_owned())
+}
+
+/// The waPC host functions. `__host_call` goes to the probe's host callback, when it has one
+/// (as policy-server's), and fails otherwise.
 fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
     let wrap = |e: wasmtime::Error| anyhow!("cannot link waPC: {e}");
     linker
@@ -185,44 +212,76 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
         .func_wrap(
             "wapc",
             "__host_call",
-            |_: Caller<'_, ProbeState>,
-             _: i32,
-             _: i32,
-             _: i32,
-             _: i32,
-             _: i32,
-             _: i32,
-             _: i32,
-             _: i32|
-             -> i32 { 0 },
+            |mut caller: Caller<'_, ProbeState>,
+             binding_ptr: i32,
+             binding_len: i32,
+             namespace_ptr: i32,
+             namespace_len: i32,
+             operation_ptr: i32,
+             operation_len: i32,
+             payload_ptr: i32,
+             payload_len: i32|
+             -> wasmtime::Result<i32> {
+                let binding = read_text(&mut caller, binding_ptr, binding_len)?;
+                let namespace = read_text(&mut caller, namespace_ptr, namespace_len)?;
+                let operation = read_text(&mut caller, operation_ptr, operation_len)?;
+                let payload = read(&mut caller, payload_ptr, payload_len)?;
+                let answer = match caller.data().host.clone() {
+                    Some(host) => host(&binding, &namespace, &operation, &payload),
+                    None => Err("the memory probe has no host".to_string()),
+                };
+                let state = caller.data_mut();
+                state.host_response.clear();
+                state.host_error.clear();
+                Ok(match answer {
+                    Ok(bytes) => {
+                        state.host_response = bytes;
+                        1
+                    }
+                    Err(error) => {
+                        state.host_error = error.into_bytes();
+                        0
+                    }
+                })
+            },
         )
         .map_err(wrap)?;
     linker
         .func_wrap(
             "wapc",
             "__host_response",
-            |_: Caller<'_, ProbeState>, _ptr: i32| {},
+            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
+                let bytes = std::mem::take(&mut caller.data_mut().host_response);
+                write(&mut caller, ptr, &bytes)
+            },
         )
         .map_err(wrap)?;
     linker
         .func_wrap(
             "wapc",
             "__host_response_len",
-            |_: Caller<'_, ProbeState>| -> i32 { 0 },
+            |caller: Caller<'_, ProbeState>| -> i32 {
+                i32::try_from(caller.data().host_response.len()).unwrap_or(i32::MAX)
+            },
         )
         .map_err(wrap)?;
     linker
         .func_wrap(
             "wapc",
             "__host_error",
-            |_: Caller<'_, ProbeState>, _ptr: i32| {},
+            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
+                let bytes = std::mem::take(&mut caller.data_mut().host_error);
+                write(&mut caller, ptr, &bytes)
+            },
         )
         .map_err(wrap)?;
     linker
         .func_wrap(
             "wapc",
             "__host_error_len",
-            |_: Caller<'_, ProbeState>| -> i32 { 0 },
+            |caller: Caller<'_, ProbeState>| -> i32 {
+                i32::try_from(caller.data().host_error.len()).unwrap_or(i32::MAX)
+            },
         )
         .map_err(wrap)?;
     Ok(())

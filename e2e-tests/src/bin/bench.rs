@@ -47,14 +47,19 @@ struct Cli {
     /// Short budgets: checks that everything runs; the numbers are rough.
     #[arg(long)]
     quick: bool,
-    /// Instead of the suite, run one request (rotation, token, edit, large, or sweep-KIB for
-    /// the sweep's input of that size) --iterations
+    /// Instead of the suite, run one request (rotation, token, edit, large, sweep-KIB for
+    /// the sweep's input of that size, or fleet-POOLS for the fleet row of that many
+    /// MachinePools) --iterations
     /// times untimed, for a profiler: `native`, `wasm` (fresh instance + call in the host) or
     /// `perf-map` (the module with wasmtime's /tmp/perf-PID.map, to name JIT frames).
     #[arg(long, value_names = ["TARGET", "REQUEST"], num_args = 2)]
     profile: Option<Vec<String>>,
     #[arg(long, default_value_t = 1000)]
     iterations: usize,
+    /// Another annotated module (the "before" of a change) measured in the same run as the
+    /// shipped one: its scenarios, the four requests and the fleet rows.
+    #[arg(long, value_name = "WASM")]
+    baseline: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -100,6 +105,7 @@ fn execute(cli: Cli) -> Result<()> {
         output: (cli.output != "-").then(|| PathBuf::from(&cli.output)),
         command: cli.command,
         quick: cli.quick,
+        baseline: cli.baseline,
     };
     let report = run_suite(&options)?;
     let markdown = render(&report);
