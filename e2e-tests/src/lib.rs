@@ -4,6 +4,7 @@
 
 pub mod admission;
 pub mod annotate;
+pub mod artifacthub;
 pub mod bench;
 pub mod callbacks;
 pub mod engine;
