@@ -40,8 +40,21 @@ target/policy.cargo.wasm: $(RUST_SOURCES) | wasm-target
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy
 	cp $(CARGO_WASM) $@
 
+# Kubewarden's policy-build-rust action runs `cargo build --target=wasm32-wasip1 --release`,
+# copies target/wasm32-wasip1/release/*.wasm to policy.wasm itself, then asks for
+# annotated-policy.wasm. That copy is newer than everything policy.wasm depends on, so make
+# would ship cargo's output without wasm-opt. A policy.wasm equal to cargo's output is therefore
+# always made again, from that output: wasm-opt runs, cargo does not.
+POLICY_WASM_IS_CARGOS := $(shell test -f policy.wasm && cmp -s policy.wasm $(CARGO_WASM) && echo yes)
+ifeq ($(POLICY_WASM_IS_CARGOS),yes)
+policy.wasm: FORCE | wasm-opt
+	$(WASM_OPT) $(WASM_OPT_FLAGS) $(CARGO_WASM) -o $@
+else
 policy.wasm: target/policy.cargo.wasm | wasm-opt
 	$(WASM_OPT) $(WASM_OPT_FLAGS) $< -o $@
+endif
+.PHONY: FORCE
+FORCE:
 
 # The shipped module plus a waPC function that panics: e2e-tests/tests/panic_probe.rs checks
 # that a panic under the release profile (and wasm-opt) reaches the host as a named error.
@@ -53,8 +66,12 @@ $(HOST): $(HOST_SOURCES) Cargo.lock
 	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE)
 host: $(HOST)
 
-annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
-	$(HOST) annotate -m metadata.yml -u README.md -o $@ policy.wasm
+# kwctl annotates when it is on PATH or named by KWCTL (Kubewarden's CI installs it), and
+# policy-host is then not built; policy-host otherwise. Both write the same module.
+KWCTL ?= $(shell command -v kwctl 2>/dev/null)
+KUBEWARDEN_CLI = $(or $(KWCTL),$(HOST))
+annotated-policy.wasm: policy.wasm metadata.yml README.md $(if $(KWCTL),,$(HOST))
+	$(KUBEWARDEN_CLI) annotate -m metadata.yml -u README.md -o $@ policy.wasm
 
 demo: annotated-policy.wasm
 	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) --bin scenarios -- --module annotated-policy.wasm e2e-tests/scenarios
@@ -159,3 +176,30 @@ clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm
 	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json playground/tests/node_modules
+
+# ---------------------------------------------------------------------------------------------
+# Kubewarden's Makefile contract: the targets kubewarden/github-actions' reusable workflows and
+# actions call (policy.wasm, annotated-policy.wasm and test are above).
+.PHONY: fmt lint e2e-tests
+fmt: fmt-check
+lint: clippy
+e2e-tests: e2e
+
+# artifacthub-pkg.yml, written as `kwctl scaffold artifacthub` writes it from metadata.yml and
+# questions-ui.yml (kwctl when present, policy-host's copy of the command otherwise; the two
+# differ only in createdAt). kwctl takes the version from metadata.yml's
+# io.kubewarden.policy.version and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z`
+# hands it a copy of metadata.yml with that version; the file is remade whenever its version is
+# not VERSION. The default is the version in Cargo.toml. Bump every version with `make release`.
+VERSION ?= $(POLICY_VERSION)
+ARTIFACTHUB_METADATA := target/artifacthub/metadata.yml
+ARTIFACTHUB_VERSION = $(shell sed -n 's/^version: //p' artifacthub-pkg.yml 2>/dev/null)
+artifacthub-pkg.yml: metadata.yml questions-ui.yml \
+		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE) | $(if $(KWCTL),,$(HOST))
+	@test -n "$(VERSION)" || { echo "no VERSION and no package version in Cargo.toml" >&2; exit 2; }
+	@mkdir -p $(dir $(ARTIFACTHUB_METADATA))
+	sed 's/^\(  io\.kubewarden\.policy\.version:\).*/\1 $(VERSION)/' metadata.yml > $(ARTIFACTHUB_METADATA)
+	@grep -qx '  io.kubewarden.policy.version: $(VERSION)' $(ARTIFACTHUB_METADATA) || \
+		{ echo "metadata.yml: no io.kubewarden.policy.version annotation to set" >&2; exit 2; }
+	$(KUBEWARDEN_CLI) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
+		--questions-path questions-ui.yml --output $@
