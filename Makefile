@@ -203,3 +203,25 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml \
 		{ echo "metadata.yml: no io.kubewarden.policy.version annotation to set" >&2; exit 2; }
 	$(KUBEWARDEN_CLI) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
 		--questions-path questions-ui.yml --output $@
+
+# ---------------------------------------------------------------------------------------------
+# The GitHub workflows and the preflight action, linted like code: actionlint over the workflows
+# (with shellcheck over every `run:` script, and the inputs they pass to action.yml), shellcheck
+# over the action's scripts, zizmor's security audits over .github/ and action.yml. The three
+# come from PyPI, at the versions and hashes in .ci/requirements-lint.txt, into a virtualenv
+# under target/tools. zizmor runs --offline: the audits that ask GitHub's API are for GitHub.
+LINT_VENV := $(TOOLS)/lint
+ACTION_SCRIPTS := $(wildcard preflight/action/*.sh)
+.PHONY: lint-actions
+$(LINT_VENV)/.installed: .ci/requirements-lint.txt
+	rm -rf $(LINT_VENV)
+	python3 -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		--only-binary :all: -r $<
+	@touch $@
+lint-actions: $(LINT_VENV)/.installed
+	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
+	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run
+	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
+lint: lint-actions
+test: lint-actions
