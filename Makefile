@@ -221,7 +221,19 @@ $(LINT_VENV)/.installed: .ci/requirements-lint.txt
 	@touch $@
 lint-actions: $(LINT_VENV)/.installed
 	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
-	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run
+	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run .ci/release
 	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
 lint: lint-actions
 test: lint-actions
+
+# ---------------------------------------------------------------------------------------------
+# `make release VERSION=x.y.z`: every version at once (.ci/release says which), CHANGELOG.md's
+# Unreleased notes become the entry for x.y.z, and artifacthub-pkg.yml is remade. Commits
+# nothing: review, commit, tag vx.y.z and push the tag; release.yml does the rest.
+.PHONY: release
+release:
+	@case "$(origin VERSION)" in command\ line|environment*) ;; \
+		*) echo "usage: make release VERSION=x.y.z" >&2; exit 2;; esac
+	.ci/release $(VERSION)
+	$(MAKE) artifacthub-pkg.yml VERSION=$(patsubst v%,%,$(VERSION))
+	@echo "next: git commit -am 'Release v$(patsubst v%,%,$(VERSION))' && git tag v$(patsubst v%,%,$(VERSION)) && git push origin HEAD v$(patsubst v%,%,$(VERSION))"
