@@ -95,7 +95,7 @@ pub fn check(
     if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Ignore {
         return None;
     }
-    let violations = change_violations(&changes);
+    let violations = change_violations(changes);
     let pools = pools(subject, owners);
     let first = violations[0].field.clone();
     let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
