@@ -17,6 +17,8 @@ HOST_FEATURES ?= --features policy-host/registry,policy-host/bench
 # kwctl, when it is on PATH or KWCTL names it: the demo then evaluates and annotates with it
 # and builds no host at all. `make demo KWCTL=` ignores an installed one.
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)
+# What annotates and scaffolds: kwctl when there is one, policy-host otherwise (same output).
+KUBEWARDEN_CLI = $(or $(strip $(KWCTL)),$(HOST))
 
 .PHONY: all demo test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test FORCE
@@ -47,8 +49,21 @@ target/policy.cargo.wasm: $(RUST_SOURCES) | wasm-target
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy
 	cp $(CARGO_WASM) $@
 
+# Kubewarden's policy-build-rust action runs `cargo build --target=wasm32-wasip1 --release`,
+# copies target/wasm32-wasip1/release/*.wasm to policy.wasm itself, then asks for
+# annotated-policy.wasm. That copy is newer than everything policy.wasm depends on, so make
+# would ship cargo's output without wasm-opt. A policy.wasm equal to cargo's output is therefore
+# always made again, from that output: wasm-opt runs, cargo does not.
+POLICY_WASM_IS_CARGOS := $(shell test -f policy.wasm && cmp -s policy.wasm $(CARGO_WASM) && echo yes)
+ifeq ($(POLICY_WASM_IS_CARGOS),yes)
+policy.wasm: FORCE | wasm-opt
+	$(WASM_OPT) $(WASM_OPT_FLAGS) $(CARGO_WASM) -o $@
+else
 policy.wasm: target/policy.cargo.wasm | wasm-opt
 	$(WASM_OPT) $(WASM_OPT_FLAGS) $< -o $@
+endif
+.PHONY: FORCE
+FORCE:
 
 # The shipped module plus a waPC function that panics: e2e-tests/tests/panic_probe.rs checks
 # that a panic under the release profile (and wasm-opt) reaches the host as a named error.
@@ -182,3 +197,64 @@ clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm
 	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json playground/tests/node_modules
+
+# ---------------------------------------------------------------------------------------------
+# Kubewarden's Makefile contract: the targets kubewarden/github-actions' reusable workflows and
+# actions call (policy.wasm, annotated-policy.wasm and test are above).
+.PHONY: fmt lint e2e-tests
+fmt: fmt-check
+lint: clippy
+e2e-tests: e2e
+
+# artifacthub-pkg.yml, written as `kwctl scaffold artifacthub` writes it from metadata.yml and
+# questions-ui.yml (kwctl when present, policy-host's copy of the command otherwise; the two
+# differ only in createdAt). kwctl takes the version from metadata.yml's
+# io.kubewarden.policy.version and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z`
+# hands it a copy of metadata.yml with that version; the file is remade whenever its version is
+# not VERSION. The default is the version in Cargo.toml. Bump every version with `make release`.
+VERSION ?= $(POLICY_VERSION)
+ARTIFACTHUB_METADATA := target/artifacthub/metadata.yml
+ARTIFACTHUB_VERSION = $(shell sed -n 's/^version: //p' artifacthub-pkg.yml 2>/dev/null)
+artifacthub-pkg.yml: metadata.yml questions-ui.yml \
+		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE) | $(if $(KWCTL),,$(HOST))
+	@test -n "$(VERSION)" || { echo "no VERSION and no package version in Cargo.toml" >&2; exit 2; }
+	@mkdir -p $(dir $(ARTIFACTHUB_METADATA))
+	sed 's/^\(  io\.kubewarden\.policy\.version:\).*/\1 $(VERSION)/' metadata.yml > $(ARTIFACTHUB_METADATA)
+	@grep -qx '  io.kubewarden.policy.version: $(VERSION)' $(ARTIFACTHUB_METADATA) || \
+		{ echo "metadata.yml: no io.kubewarden.policy.version annotation to set" >&2; exit 2; }
+	$(KUBEWARDEN_CLI) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
+		--questions-path questions-ui.yml --output $@
+
+# ---------------------------------------------------------------------------------------------
+# The GitHub workflows and the preflight action, linted like code: actionlint over the workflows
+# (with shellcheck over every `run:` script, and the inputs they pass to action.yml), shellcheck
+# over the action's scripts, zizmor's security audits over .github/ and action.yml. The three
+# come from PyPI, at the versions and hashes in .ci/requirements-lint.txt, into a virtualenv
+# under target/tools. zizmor runs --offline: the audits that ask GitHub's API are for GitHub.
+LINT_VENV := $(TOOLS)/lint
+ACTION_SCRIPTS := $(wildcard preflight/action/*.sh)
+.PHONY: lint-actions
+$(LINT_VENV)/.installed: .ci/requirements-lint.txt
+	rm -rf $(LINT_VENV)
+	python3 -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/pip install --quiet --disable-pip-version-check --require-hashes \
+		--only-binary :all: -r $<
+	@touch $@
+lint-actions: $(LINT_VENV)/.installed
+	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
+	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run .ci/release
+	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
+lint: lint-actions
+test: lint-actions
+
+# ---------------------------------------------------------------------------------------------
+# `make release VERSION=x.y.z`: every version at once (.ci/release says which), CHANGELOG.md's
+# Unreleased notes become the entry for x.y.z, and artifacthub-pkg.yml is remade. Commits
+# nothing: review, commit, tag vx.y.z and push the tag; release.yml does the rest.
+.PHONY: release
+release:
+	@case "$(origin VERSION)" in command\ line|environment*) ;; \
+		*) echo "usage: make release VERSION=x.y.z" >&2; exit 2;; esac
+	.ci/release $(VERSION)
+	$(MAKE) artifacthub-pkg.yml VERSION=$(patsubst v%,%,$(VERSION))
+	@echo "next: git commit -am 'Release v$(patsubst v%,%,$(VERSION))' && git tag v$(patsubst v%,%,$(VERSION)) && git push origin HEAD v$(patsubst v%,%,$(VERSION))"

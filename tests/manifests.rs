@@ -192,6 +192,120 @@ fn version_is_the_cargo_version_everywhere() {
     );
 }
 
+/// The version in the `[package]` table of a Cargo.toml.
+fn package_version(rel: &str) -> String {
+    read(rel)
+        .lines()
+        .skip_while(|line| line.trim() != "[package]")
+        .skip(1)
+        .take_while(|line| !line.starts_with('['))
+        .find_map(|line| line.strip_prefix("version = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("{rel}: no [package] version"))
+        .to_string()
+}
+
+/// The version Cargo.lock records for a workspace package.
+fn locked_version(name: &str) -> String {
+    let lock = read("Cargo.lock");
+    let entry = format!("name = \"{name}\"\nversion = \"");
+    let start = lock
+        .find(&entry)
+        .unwrap_or_else(|| panic!("Cargo.lock: no entry for {name}"))
+        + entry.len();
+    lock[start..].split('"').next().unwrap().to_string()
+}
+
+const RELEASE: &str = "`make release VERSION=x.y.z` sets every version at once";
+
+#[test]
+fn capi_rollout_check_is_released_with_the_policy() {
+    // The release attaches capi-rollout-check's binaries, which must report the release's
+    // version (the preflight action checks it), to the policy's release.
+    assert_eq!(
+        package_version("preflight/Cargo.toml"),
+        VERSION,
+        "preflight/Cargo.toml: capi-rollout-check's version must be the policy's; {RELEASE}"
+    );
+    for name in [NAME, "capi-rollout-check"] {
+        assert_eq!(
+            locked_version(name),
+            VERSION,
+            "Cargo.lock: {name}'s version; {RELEASE}"
+        );
+    }
+}
+
+/// Each version named after `prefix` in `text`.
+fn versions_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.match_indices(prefix)
+        .map(|(at, _)| {
+            let rest = &text[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '.' || c == '-'))
+                .unwrap_or(rest.len());
+            rest[..end].trim_end_matches('.')
+        })
+        .collect()
+}
+
+#[test]
+fn readme_names_this_version_wherever_it_names_one() {
+    let readme = read("README.md");
+    // The published images (`...:v<version>`) and the preflight action (`...@v<version>`).
+    for prefix in [format!("{NAME}:v"), format!("{NAME}@v")] {
+        let versions = versions_after(&readme, &prefix);
+        assert!(!versions.is_empty(), "README.md names no {prefix}<version>");
+        for version in versions {
+            assert_eq!(
+                version, VERSION,
+                "README.md: {prefix}{version} is not this version; {RELEASE}"
+            );
+        }
+    }
+}
+
+#[test]
+fn changelog_is_unreleased_notes_then_releases_newest_first_the_newest_this_version() {
+    let changelog = read("CHANGELOG.md");
+    let headings: Vec<&str> = changelog
+        .lines()
+        .filter(|line| line.starts_with("## "))
+        .collect();
+    assert_eq!(
+        headings.first().copied(),
+        Some("## [Unreleased]"),
+        "CHANGELOG.md: the first section is \"## [Unreleased]\", where changes are noted as they land"
+    );
+    let released: Vec<(&str, &str)> = headings[1..]
+        .iter()
+        .map(|heading| {
+            heading
+                .strip_prefix("## [")
+                .and_then(|rest| rest.split_once("] - "))
+                .filter(|(version, date)| {
+                    version.split('-').next().unwrap().split('.').count() == 3
+                        && date.len() == 10
+                        && date.as_bytes()[4] == b'-'
+                        && date.as_bytes()[7] == b'-'
+                })
+                .unwrap_or_else(|| {
+                    panic!("CHANGELOG.md: {heading:?} is not \"## [x.y.z] - YYYY-MM-DD\"")
+                })
+        })
+        .collect();
+    if let Some((newest, _)) = released.first() {
+        assert_eq!(
+            *newest, VERSION,
+            "CHANGELOG.md: the newest entry is not Cargo.toml's version; {RELEASE}"
+        );
+    }
+    let mut dates: Vec<&str> = released.iter().map(|(_, date)| *date).collect();
+    let newest_first = dates.clone();
+    dates.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(newest_first, dates, "CHANGELOG.md: entries newest first");
+}
+
 #[test]
 fn names_and_addresses_follow_cargo_toml() {
     let metadata = yaml("metadata.yml");

@@ -6,6 +6,7 @@
 
 pub mod admission;
 pub mod annotate;
+pub mod artifacthub;
 #[cfg(feature = "bench")]
 pub mod bench;
 pub mod callbacks;
