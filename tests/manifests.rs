@@ -249,19 +249,45 @@ fn versions_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// README.md and the pages under docs/, each with its text.
+fn user_docs() -> Vec<(String, String)> {
+    let mut files = vec!["README.md".to_string()];
+    let mut docs: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ exists")
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+        .into_iter()
+        .map(|file| {
+            let text = read(&file);
+            (file, text)
+        })
+        .collect()
+}
+
 #[test]
-fn readme_names_this_version_wherever_it_names_one() {
-    let readme = read("README.md");
+fn readme_and_docs_name_this_version_wherever_they_name_one() {
+    let docs = user_docs();
     // The published images (`...:v<version>`) and the preflight action (`...@v<version>`).
     for prefix in [format!("{NAME}:v"), format!("{NAME}@v")] {
-        let versions = versions_after(&readme, &prefix);
-        assert!(!versions.is_empty(), "README.md names no {prefix}<version>");
-        for version in versions {
-            assert_eq!(
-                version, VERSION,
-                "README.md: {prefix}{version} is not this version; {RELEASE}"
-            );
+        let mut named = 0;
+        for (file, text) in &docs {
+            for version in versions_after(text, &prefix) {
+                named += 1;
+                assert_eq!(
+                    version, VERSION,
+                    "{file}: {prefix}{version} is not this version; {RELEASE}"
+                );
+            }
         }
+        assert!(
+            named > 0,
+            "neither README.md nor docs/ names {prefix}<version>"
+        );
     }
 }
 
