@@ -145,20 +145,22 @@ fn demo_with_kwctl_named_builds_no_host() {
 }
 
 #[test]
-fn demo_without_kwctl_builds_the_host_without_registry_or_benchmarks() {
+fn demo_without_kwctl_builds_an_unoptimised_host_without_registry_or_benchmarks() {
     // `KWCTL=` ignores a kwctl installed on this machine.
     let dry_run = make_dry_run(None, &["demo", "KWCTL="]);
     let builds = host_builds(&dry_run);
     assert_eq!(builds.len(), 1, "{dry_run}");
     assert!(!builds[0].contains("--features"), "{}", builds[0]);
+    assert!(builds[0].contains("--profile demo"), "{}", builds[0]);
     assert!(
-        dry_run.contains("target/release/policy-host annotate -m metadata.yml -u README.md -o annotated-policy.wasm policy.wasm\n"),
+        dry_run.contains("target/demo/policy-host annotate -m metadata.yml -u README.md -o annotated-policy.wasm policy.wasm\n"),
         "{dry_run}"
     );
     assert!(
-        dry_run.contains("target/release/scenarios --host target/release/policy-host --module annotated-policy.wasm e2e-tests/scenarios\n"),
+        dry_run.contains("target/demo/scenarios --host target/demo/policy-host --module annotated-policy.wasm e2e-tests/scenarios\n"),
         "{dry_run}"
     );
+    assert!(!dry_run.contains("target/release/policy-host"), "{dry_run}");
 }
 
 #[test]
