@@ -336,6 +336,21 @@ pub trait CanonicalSink {
     fn put_byte(&mut self, byte: u8) {
         self.put(&[byte]);
     }
+
+    /// A string's bytes, unescaped: runs of the input between escapes by default.
+    fn put_text(&mut self, text: &Str) {
+        struct Runs<'o, S: ?Sized>(&'o mut S);
+        impl<S: CanonicalSink + ?Sized> Unescaped for Runs<'_, S> {
+            fn run(&mut self, bytes: &[u8]) {
+                self.0.put(bytes);
+            }
+
+            fn byte(&mut self, byte: u8) {
+                self.0.put_byte(byte);
+            }
+        }
+        text.unescape_into(&mut Runs(self));
+    }
 }
 
 impl CanonicalSink for Vec<u8> {
@@ -384,20 +399,10 @@ fn holds_compared(value: Option<&Node>, depth: usize, active: &Active, rules: &F
 
 /// A string, unescaped piece by piece (a file content is not copied first).
 fn write_string(text: &Str, out: &mut impl CanonicalSink) {
-    struct Sink<'o, S>(&'o mut S);
-    impl<S: CanonicalSink> Unescaped for Sink<'_, S> {
-        fn run(&mut self, bytes: &[u8]) {
-            self.0.put(bytes);
-        }
-
-        fn byte(&mut self, byte: u8) {
-            self.0.put_byte(byte);
-        }
-    }
     out.put(b"s");
     put_decimal(text.len(), out);
     out.put(b":");
-    text.unescape_into(&mut Sink(out));
+    out.put_text(text);
 }
 
 /// `n` in decimal, as `n.to_string()` writes it, without a string per call (every key and

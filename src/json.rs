@@ -124,6 +124,60 @@ impl<'a> Text<'a> {
         }
     }
 
+    /// Each unescaped byte in turn, for a consumer that takes one byte at a time (FNV-1a).
+    /// [`Text::unescape_into`] cuts a run at every escape, and a file content has one every
+    /// few dozen bytes: here eight bytes are read at once and, up to the next backslash,
+    /// handed over from that word, so the text is read once and nothing is cut.
+    pub fn for_each_byte(&self, mut put: impl FnMut(u8)) {
+        let bytes = self.raw;
+        let mut i = 0;
+        while i < bytes.len() {
+            if let Some(chunk) = bytes.get(i..i + 8) {
+                let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+                let x = word ^ (ONES * u64::from(b'\\'));
+                let hits = x.wrapping_sub(ONES) & !x & HIGHS;
+                if hits == 0 {
+                    for _ in 0..8 {
+                        put(word as u8);
+                        word >>= 8;
+                    }
+                    i += 8;
+                    continue;
+                }
+                // The lowest hit is exact (a borrow only reaches bytes above it).
+                let before = (hits.trailing_zeros() / 8) as usize;
+                for _ in 0..before {
+                    put(word as u8);
+                    word >>= 8;
+                }
+                i += before;
+            } else if bytes[i] != b'\\' {
+                put(bytes[i]);
+                i += 1;
+                continue;
+            }
+            // bytes[i] is a backslash.
+            let simple = match bytes.get(i + 1) {
+                Some(b'n') => b'\n',
+                Some(b't') => b'\t',
+                Some(b'r') => b'\r',
+                Some(b'b') => 0x08,
+                Some(b'f') => 0x0c,
+                Some(&b) if b != b'u' => b,
+                _ => 0,
+            };
+            if simple != 0 {
+                put(simple);
+                i += 2;
+            } else {
+                let mut buf = [0u8; 4];
+                let (decoded, used) = decode_escape(&bytes[i..], &mut buf);
+                decoded.iter().for_each(|&b| put(b));
+                i += used;
+            }
+        }
+    }
+
     /// Whether it reads `s` once unescaped.
     pub fn is(&self, s: &str) -> bool {
         if !self.escaped {
@@ -230,6 +284,14 @@ impl<'a> Str<'a> {
         match self {
             Str::Json(text) => text.unescape_into(out),
             Str::Plain(text) => out.run(text.as_bytes()),
+        }
+    }
+
+    /// Its unescaped bytes one at a time (see [`Text::for_each_byte`]).
+    pub fn for_each_byte(&self, mut put: impl FnMut(u8)) {
+        match self {
+            Str::Json(text) => text.for_each_byte(put),
+            Str::Plain(text) => text.bytes().for_each(&mut put),
         }
     }
 
@@ -1006,6 +1068,14 @@ mod tests {
     #[case::plain(r#""abc""#, "abc")]
     #[case::escapes(r#""a\n\"b\" \u00e9 \uD83D\uDE00 \/""#, "a\n\"b\" é 😀 /")]
     #[case::long(r#""0123456789abcdef0123456789\tx""#, "0123456789abcdef0123456789\tx")]
+    #[case::escape_ends_a_word(r#""0123456\n89abcdef\"""#, "0123456\n89abcdef\"")]
+    #[case::escape_starts_a_word(r#""01234567\\89abcdef""#, "01234567\\89abcdef")]
+    #[case::escapes_in_a_row(r#""\n\n\n\n\n\n\n\n\n""#, "\n\n\n\n\n\n\n\n\n")]
+    #[case::unicode_in_the_tail(r#""0123456789\u00e9\uD83D\uDE00""#, "0123456789é😀")]
+    #[case::file_lines(
+        r#""a = \"value-0123456789abcdef\"\nb = \"value\"\n""#,
+        "a = \"value-0123456789abcdef\"\nb = \"value\"\n"
+    )]
     fn texts_unescape(#[case] input: &str, #[case] expected: &str) {
         let text = read_document(input.as_bytes(), |r| r.read_text()).unwrap();
         assert_eq!(text.to_str(), expected);
@@ -1014,6 +1084,9 @@ mod tests {
         let mut pieces = Vec::new();
         text.for_each_piece(|p| pieces.extend_from_slice(p));
         assert_eq!(pieces, expected.as_bytes());
+        let mut bytes = Vec::new();
+        text.for_each_byte(|b| bytes.push(b));
+        assert_eq!(bytes, expected.as_bytes());
     }
 
     #[test]

@@ -29,13 +29,13 @@ def load_map(path):
 
 def main():
     starts, ends, names = load_map(sys.argv[1])
-    address = re.compile(r"\?\?\?:0x([0-9a-f]+)('?\d*) \[\?\?\?\]")
+    address = re.compile(r"\?\?\?:0x([0-9a-f]+)('?\d*)( \([\d,]+x\))? \[\?\?\?\]")
 
     def name(match):
         a = int(match.group(1), 16)
         i = bisect.bisect_right(starts, a) - 1
         if i >= 0 and a < ends[i]:
-            return f"wasm:{names[i]}{match.group(2)}"
+            return f"wasm:{names[i]}{match.group(2)}{match.group(3) or ''}"
         return match.group(0)
 
     for line in sys.stdin:
