@@ -114,8 +114,25 @@ impl PatternSegment {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathPattern {
     source: Cow<'static, str>,
-    segments: Vec<PatternSegment>,
+    segments: Cow<'static, [PatternSegment]>,
 }
+
+/// A built-in pattern of dotted keys, made at compile time:
+/// `builtin_path!(spec.joinConfiguration.discovery.bootstrapToken.token)`. Every evaluation
+/// builds its kind's built-in rules, and splitting their text at run time was 2 % of a
+/// rejected edit's instructions.
+macro_rules! builtin_path {
+    ($first:ident $(. $rest:ident)*) => {
+        $crate::paths::PathPattern::from_static(
+            concat!(stringify!($first) $(, ".", stringify!($rest))*),
+            &[
+                $crate::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($first))),
+                $($crate::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($rest))),)*
+            ],
+        )
+    };
+}
+pub(crate) use builtin_path;
 
 impl PathPattern {
     /// Parses a pattern. The grammar is deliberately small: `key(.key|[n]|[*]|.*)*`, keys made of
@@ -188,26 +205,15 @@ impl PathPattern {
         }
         Ok(PathPattern {
             source: Cow::Owned(source.to_string()),
-            segments,
+            segments: Cow::Owned(segments),
         })
     }
 
-    /// A built-in pattern: dotted keys only, known to be valid, borrowed (every evaluation
-    /// builds the kind's built-in rules; parsing them was a visible share of a token rotation).
-    pub fn builtin(source: &'static str) -> Self {
-        debug_assert!(PathPattern::parse(source).is_ok(), "{source}");
-        let mut segments = Vec::new();
-        let mut start = 0;
-        for (i, b) in source.bytes().enumerate() {
-            if b == b'.' {
-                segments.push(PatternSegment::Key(Cow::Borrowed(&source[start..i])));
-                start = i + 1;
-            }
-        }
-        segments.push(PatternSegment::Key(Cow::Borrowed(&source[start..])));
+    /// A pattern written in the source ([`builtin_path!`]): its text and its segments.
+    pub const fn from_static(source: &'static str, segments: &'static [PatternSegment]) -> Self {
         PathPattern {
             source: Cow::Borrowed(source),
-            segments,
+            segments: Cow::Borrowed(segments),
         }
     }
 

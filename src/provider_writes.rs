@@ -23,7 +23,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::diff::FieldRules;
 use crate::json::{Node, Str};
-use crate::paths::PathPattern;
+use crate::paths::{builtin_path, PathPattern};
 
 /// The controller identities of CAPI core and of every default bootstrap kind's provider, as
 /// `clusterctl init` installs them: `system:serviceaccount:<namespace>:<namePrefix><name>`, the
@@ -63,36 +63,70 @@ pub const DEFAULT_CONTROLLER_USERS: [&str; 8] = [
 ];
 
 /// CABPK rotates the bootstrap token for as long as a MachinePool owns the config.
-const KUBEADM_MACHINE_ONLY: &[&str] = &["spec.joinConfiguration.discovery.bootstrapToken.token"];
+const KUBEADM_MACHINE_ONLY: &[PathPattern] = &[builtin_path!(
+    spec.joinConfiguration.discovery.bootstrapToken.token
+)];
 /// CABPK fills the discovery fields when empty; CAPI's v1beta1 defaulter sets the rest.
-const KUBEADM_FILL_ONCE: &[&str] = &[
-    "spec.joinConfiguration.discovery.bootstrapToken.apiServerEndpoint",
-    "spec.joinConfiguration.discovery.bootstrapToken.caCertHashes",
-    "spec.joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification",
-    "spec.joinConfiguration.discovery.file.kubeConfig.cluster.server",
-    "spec.joinConfiguration.discovery.file.kubeConfig.cluster.certificateAuthorityData",
-    "spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion",
-    "spec.format",
-    "spec.initConfiguration.nodeRegistration.imagePullPolicy",
-    "spec.joinConfiguration.nodeRegistration.imagePullPolicy",
+const KUBEADM_FILL_ONCE: &[PathPattern] = &[
+    builtin_path!(
+        spec.joinConfiguration
+            .discovery
+            .bootstrapToken
+            .apiServerEndpoint
+    ),
+    builtin_path!(spec.joinConfiguration.discovery.bootstrapToken.caCertHashes),
+    builtin_path!(
+        spec.joinConfiguration
+            .discovery
+            .bootstrapToken
+            .unsafeSkipCAVerification
+    ),
+    builtin_path!(
+        spec.joinConfiguration
+            .discovery
+            .file
+            .kubeConfig
+            .cluster
+            .server
+    ),
+    builtin_path!(
+        spec.joinConfiguration
+            .discovery
+            .file
+            .kubeConfig
+            .cluster
+            .certificateAuthorityData
+    ),
+    builtin_path!(
+        spec.joinConfiguration
+            .discovery
+            .file
+            .kubeConfig
+            .user
+            .exec
+            .apiVersion
+    ),
+    builtin_path!(spec.format),
+    builtin_path!(spec.initConfiguration.nodeRegistration.imagePullPolicy),
+    builtin_path!(spec.joinConfiguration.nodeRegistration.imagePullPolicy),
 ];
 /// k0s copies the version from a Machine owner when it is empty.
-const K0S_FILL_ONCE: &[&str] = &["spec.version"];
+const K0S_FILL_ONCE: &[PathPattern] = &[builtin_path!(spec.version)];
 /// k3s: the version as k0s; the defaulter's two serverConfig fields, set when nil.
-const K3S_FILL_ONCE: &[&str] = &[
-    "spec.version",
-    "spec.serverConfig.disableCloudController",
-    "spec.serverConfig.cloudProviderName",
+const K3S_FILL_ONCE: &[PathPattern] = &[
+    builtin_path!(spec.version),
+    builtin_path!(spec.serverConfig.disableCloudController),
+    builtin_path!(spec.serverConfig.cloudProviderName),
 ];
 /// RKE2: the defaulter's format, set when empty.
-const RKE2_FILL_ONCE: &[&str] = &["spec.agentConfig.format"];
-const RKE2_TEMPLATE_FILL_ONCE: &[&str] = &["spec.template.spec.agentConfig.format"];
+const RKE2_FILL_ONCE: &[PathPattern] = &[builtin_path!(spec.agentConfig.format)];
+const RKE2_TEMPLATE_FILL_ONCE: &[PathPattern] =
+    &[builtin_path!(spec.template.spec.agentConfig.format)];
 
-fn rules(machine_only: &[&'static str], fill_once: &[&'static str]) -> FieldRules {
-    let parse = |paths: &[&'static str]| paths.iter().map(|p| PathPattern::builtin(p)).collect();
+fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules {
     FieldRules {
-        ignored: parse(machine_only),
-        fill_once: parse(fill_once),
+        ignored: machine_only.to_vec(),
+        fill_once: fill_once.to_vec(),
     }
 }
 
@@ -218,6 +252,28 @@ mod tests {
     use crate::diff::changes_at;
     use rstest::rstest;
     use serde_json::json;
+
+    /// The built-in patterns, made at compile time, are the patterns their text parses to.
+    #[rstest]
+    #[case::kubeadm(default_field_rules("KubeadmConfig"), 1, 9)]
+    #[case::k0s(default_field_rules("K0sWorkerConfig"), 0, 1)]
+    #[case::k3s(default_field_rules("KThreesConfig"), 0, 3)]
+    #[case::rke2(default_field_rules("RKE2Config"), 0, 1)]
+    #[case::rke2_template(default_template_field_rules("RKE2ConfigTemplate"), 0, 1)]
+    fn builtin_patterns_are_what_their_text_parses_to(
+        #[case] rules: FieldRules,
+        #[case] ignored: usize,
+        #[case] fill_once: usize,
+    ) {
+        assert_eq!(
+            (rules.ignored.len(), rules.fill_once.len()),
+            (ignored, fill_once)
+        );
+        for pattern in rules.ignored.iter().chain(&rules.fill_once) {
+            assert_eq!(PathPattern::parse(pattern.as_str()).as_ref(), Ok(pattern));
+            assert!(pattern.as_str().starts_with("spec.") && !pattern.as_str().contains(' '));
+        }
+    }
 
     /// The changes the policy sees between two specs of `kind`: the defaulter applied, the
     /// kind's built-in rules.
