@@ -106,7 +106,7 @@ pub fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Loo
         Ok(kind) => kind,
         Err(e) => return Verdict::bad_request(e),
     };
-    let (group, kind) = (group_kind.group.as_str(), group_kind.kind.as_str());
+    let (group, kind) = (&*group_kind.group, &*group_kind.kind);
     let ours = is_machine_pool(group, kind)
         || is_machine_template_consumer(group, kind)
         || settings.is_bootstrap_config(group, kind)

@@ -37,7 +37,7 @@ impl<'a> Requester<'a> {
         settings
             .exempt_groups
             .iter()
-            .find(|g| self.groups.contains(&g.as_str()))
+            .find(|g| self.groups.contains(&g.as_ref()))
             .map(|g| format!("user {:?} is in exempt group {g:?}", self.username))
     }
 

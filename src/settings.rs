@@ -1,6 +1,7 @@
 //! The policy's settings: parsed by hand from JSON so every error names its key, and checked
 //! for contradictions when the policy is applied, never at admission time.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 #[cfg(feature = "wapc")]
@@ -29,9 +30,9 @@ pub struct Settings {
     /// Spelled `reject`, `warn`, `allow`: in-place edits of bootstrap templates.
     pub template_edits: Action,
     pub contract_violations: Action,
-    pub exempt_users: Vec<String>,
-    pub exempt_groups: Vec<String>,
-    pub controller_users: Vec<String>,
+    pub exempt_users: Vec<Cow<'static, str>>,
+    pub exempt_groups: Vec<Cow<'static, str>>,
+    pub controller_users: Vec<Cow<'static, str>>,
     pub bootstrap_config_kinds: Vec<GroupKind>,
     /// Extra paths per kind, merged with the built-in defaults by [`Settings::field_rules`].
     pub ignored_paths: BTreeMap<String, Vec<PathPattern>>,
@@ -39,7 +40,7 @@ pub struct Settings {
     /// Look MachinePools and configs up through Kubewarden's host capabilities.
     pub context_aware: bool,
     /// The CAPI API version lookups use for MachinePools and KubeadmConfigs.
-    pub capi_version: String,
+    pub capi_version: Cow<'static, str>,
     /// `bootstrapConfigKinds[].version`: the version lookups use for a kind, when set.
     pub kind_versions: BTreeMap<GroupKind, String>,
 }
@@ -64,15 +65,15 @@ impl Default for Settings {
             contract_violations: Action::Warn,
             exempt_users: Vec::new(),
             exempt_groups: Vec::new(),
-            controller_users: DEFAULT_CONTROLLER_USERS.map(String::from).to_vec(),
+            controller_users: DEFAULT_CONTROLLER_USERS.map(Cow::Borrowed).to_vec(),
             bootstrap_config_kinds: DEFAULT_BOOTSTRAP_CONFIG_KINDS
                 .iter()
-                .map(|kind| GroupKind::new(BOOTSTRAP_GROUP, kind))
+                .map(|kind| GroupKind::builtin(BOOTSTRAP_GROUP, kind))
                 .collect(),
             ignored_paths: BTreeMap::new(),
             fill_once_paths: BTreeMap::new(),
             context_aware: false,
-            capi_version: "v1beta2".to_string(),
+            capi_version: Cow::Borrowed("v1beta2"),
             kind_versions: BTreeMap::new(),
         }
     }
@@ -164,7 +165,9 @@ impl Settings {
         }
         match map.get("capiVersion").map(Value::as_str) {
             None => {}
-            Some(Some(v @ ("v1beta1" | "v1beta2"))) => settings.capi_version = v.to_string(),
+            Some(Some(v @ ("v1beta1" | "v1beta2"))) => {
+                settings.capi_version = Cow::Owned(v.to_string())
+            }
             Some(_) => errors.push("capiVersion: must be \"v1beta1\" or \"v1beta2\"".to_string()),
         }
         for (key, slot) in [
@@ -221,7 +224,7 @@ impl Settings {
                 return None;
             }
             if group_kind.kind == "KubeadmConfig" {
-                return Some(self.capi_version.clone());
+                return Some(self.capi_version.to_string());
             }
             DEFAULT_KIND_VERSIONS
                 .iter()
@@ -324,9 +327,9 @@ fn each<T>(
     }
 }
 
-fn string_list(value: &Value, key: &str) -> Result<Vec<String>, Vec<String>> {
+fn string_list(value: &Value, key: &str) -> Result<Vec<Cow<'static, str>>, Vec<String>> {
     each(value, key, "strings", |item| match item.as_str() {
-        Some(s) if !s.trim().is_empty() && s.trim() == s => Ok(s.to_string()),
+        Some(s) if !s.trim().is_empty() && s.trim() == s => Ok(Cow::Owned(s.to_string())),
         Some(s) => Err(format!(
             "{s:?} is empty or has surrounding spaces (identities match exactly)"
         )),
@@ -451,7 +454,7 @@ fn paths_by_kind(
                 "{key}.{kind}: {kind} is not one of bootstrapConfigKinds ({})",
                 kinds
                     .iter()
-                    .map(|gk| gk.kind.as_str())
+                    .map(|gk| &*gk.kind)
                     .collect::<Vec<_>>()
                     .join(", ")
             ));
