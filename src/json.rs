@@ -100,15 +100,7 @@ impl<'a> Text<'a> {
             if start < at {
                 out.run(&bytes[start..at]);
             }
-            let simple = match bytes.get(at + 1) {
-                Some(b'n') => b'\n',
-                Some(b't') => b'\t',
-                Some(b'r') => b'\r',
-                Some(b'b') => 0x08,
-                Some(b'f') => 0x0c,
-                Some(&b) if b != b'u' => b,
-                _ => 0,
-            };
+            let simple = one_letter_escape(bytes.get(at + 1));
             if simple != 0 {
                 out.byte(simple);
                 start = at + 2;
@@ -157,15 +149,7 @@ impl<'a> Text<'a> {
                 continue;
             }
             // bytes[i] is a backslash.
-            let simple = match bytes.get(i + 1) {
-                Some(b'n') => b'\n',
-                Some(b't') => b'\t',
-                Some(b'r') => b'\r',
-                Some(b'b') => 0x08,
-                Some(b'f') => 0x0c,
-                Some(&b) if b != b'u' => b,
-                _ => 0,
-            };
+            let simple = one_letter_escape(bytes.get(i + 1));
             if simple != 0 {
                 put(simple);
                 i += 2;
@@ -223,6 +207,20 @@ pub trait Unescaped {
 
     fn byte(&mut self, byte: u8) {
         self.run(&[byte]);
+    }
+}
+
+/// The byte a one-letter escape stands for, given the byte after the backslash (`n`: a
+/// newline); 0 for `\u` (and for an escape cut short, which the reader never lets through).
+fn one_letter_escape(letter: Option<&u8>) -> u8 {
+    match letter {
+        Some(b'n') => b'\n',
+        Some(b't') => b'\t',
+        Some(b'r') => b'\r',
+        Some(b'b') => 0x08,
+        Some(b'f') => 0x0c,
+        Some(&b) if b != b'u' => b,
+        _ => 0,
     }
 }
 
