@@ -118,7 +118,8 @@ pub struct PathPattern {
 }
 
 /// A built-in pattern of dotted keys, made at compile time:
-/// `builtin_path!(spec.joinConfiguration.discovery.bootstrapToken.token)`. Every evaluation
+/// `builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.token }` (braces: rustfmt
+/// would split the dotted keys like a method chain). Every evaluation
 /// builds its kind's built-in rules, and splitting their text at run time was 2 % of a
 /// rejected edit's instructions.
 macro_rules! builtin_path {

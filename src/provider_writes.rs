@@ -63,65 +63,32 @@ pub const DEFAULT_CONTROLLER_USERS: [&str; 8] = [
 ];
 
 /// CABPK rotates the bootstrap token for as long as a MachinePool owns the config.
-const KUBEADM_MACHINE_ONLY: &[PathPattern] = &[builtin_path!(
-    spec.joinConfiguration.discovery.bootstrapToken.token
-)];
+const KUBEADM_MACHINE_ONLY: &[PathPattern] =
+    &[builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.token }];
 /// CABPK fills the discovery fields when empty; CAPI's v1beta1 defaulter sets the rest.
 const KUBEADM_FILL_ONCE: &[PathPattern] = &[
-    builtin_path!(
-        spec.joinConfiguration
-            .discovery
-            .bootstrapToken
-            .apiServerEndpoint
-    ),
-    builtin_path!(spec.joinConfiguration.discovery.bootstrapToken.caCertHashes),
-    builtin_path!(
-        spec.joinConfiguration
-            .discovery
-            .bootstrapToken
-            .unsafeSkipCAVerification
-    ),
-    builtin_path!(
-        spec.joinConfiguration
-            .discovery
-            .file
-            .kubeConfig
-            .cluster
-            .server
-    ),
-    builtin_path!(
-        spec.joinConfiguration
-            .discovery
-            .file
-            .kubeConfig
-            .cluster
-            .certificateAuthorityData
-    ),
-    builtin_path!(
-        spec.joinConfiguration
-            .discovery
-            .file
-            .kubeConfig
-            .user
-            .exec
-            .apiVersion
-    ),
-    builtin_path!(spec.format),
-    builtin_path!(spec.initConfiguration.nodeRegistration.imagePullPolicy),
-    builtin_path!(spec.joinConfiguration.nodeRegistration.imagePullPolicy),
+    builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.apiServerEndpoint },
+    builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.caCertHashes },
+    builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification },
+    builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.cluster.server },
+    builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.cluster.certificateAuthorityData },
+    builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion },
+    builtin_path! { spec.format },
+    builtin_path! { spec.initConfiguration.nodeRegistration.imagePullPolicy },
+    builtin_path! { spec.joinConfiguration.nodeRegistration.imagePullPolicy },
 ];
 /// k0s copies the version from a Machine owner when it is empty.
-const K0S_FILL_ONCE: &[PathPattern] = &[builtin_path!(spec.version)];
+const K0S_FILL_ONCE: &[PathPattern] = &[builtin_path! { spec.version }];
 /// k3s: the version as k0s; the defaulter's two serverConfig fields, set when nil.
 const K3S_FILL_ONCE: &[PathPattern] = &[
-    builtin_path!(spec.version),
-    builtin_path!(spec.serverConfig.disableCloudController),
-    builtin_path!(spec.serverConfig.cloudProviderName),
+    builtin_path! { spec.version },
+    builtin_path! { spec.serverConfig.disableCloudController },
+    builtin_path! { spec.serverConfig.cloudProviderName },
 ];
 /// RKE2: the defaulter's format, set when empty.
-const RKE2_FILL_ONCE: &[PathPattern] = &[builtin_path!(spec.agentConfig.format)];
+const RKE2_FILL_ONCE: &[PathPattern] = &[builtin_path! { spec.agentConfig.format }];
 const RKE2_TEMPLATE_FILL_ONCE: &[PathPattern] =
-    &[builtin_path!(spec.template.spec.agentConfig.format)];
+    &[builtin_path! { spec.template.spec.agentConfig.format }];
 
 fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules {
     FieldRules {
