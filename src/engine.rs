@@ -244,8 +244,8 @@ fn bootstrap_config(
                 } else {
                     Vec::new()
                 };
-                let strips = !removed_controllers(&owners, request.object).is_empty();
-                let answer = if changes.is_empty() && !strips {
+                let removed = removed_controllers(&owners, request.object);
+                let answer = if changes.is_empty() && removed.is_empty() {
                     None
                 } else {
                     list_pools(settings, request, lookups, &mut findings)
@@ -264,8 +264,7 @@ fn bootstrap_config(
                         settings,
                         &request.requester,
                         request.namespace,
-                        &owners,
-                        request.object,
+                        &removed,
                         || rotation_remediation(subject, &in_use, new_spec, &rules),
                     ));
                     // The topology controller's in-place patches (cluster-api #10496) and

@@ -57,23 +57,20 @@ pub fn removed_controllers<'a>(
 
 /// Rule 4: removing (or demoting) a MachinePool controller reference of an in-use config. Only
 /// the garbage collector and the controller identities may; anyone else could strip it and
-/// then edit the config unchecked. `remediation` gives the rotation text and the name it suggests.
+/// then edit the config unchecked. `removed`: [`removed_controllers`] of the request.
+/// `remediation` gives the rotation text and the name it suggests.
 pub fn check_removal(
     settings: &Settings,
     requester: &Requester,
     namespace: &str,
-    old_owners: &[Owner],
-    new_object: Option<&Object>,
+    removed: &[&Owner],
     remediation: impl FnOnce() -> (String, String),
 ) -> Option<Finding> {
-    if settings.in_place_edits == Action::Ignore
+    if removed.is_empty()
+        || settings.in_place_edits == Action::Ignore
         || requester.is_garbage_collector()
         || requester.is_controller(settings)
     {
-        return None;
-    }
-    let removed = removed_controllers(old_owners, new_object);
-    if removed.is_empty() {
         return None;
     }
     let pools: Vec<String> = removed
