@@ -126,8 +126,7 @@ impl<'a> Text<'a> {
         while i < bytes.len() {
             if let Some(chunk) = bytes.get(i..i + 8) {
                 let mut word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-                let x = word ^ (ONES * u64::from(b'\\'));
-                let hits = x.wrapping_sub(ONES) & !x & HIGHS;
+                let hits = bytes_equal_to(word, b'\\');
                 if hits == 0 {
                     for _ in 0..8 {
                         put(word as u8);
@@ -136,7 +135,6 @@ impl<'a> Text<'a> {
                     i += 8;
                     continue;
                 }
-                // The lowest hit is exact (a borrow only reaches bytes above it).
                 let before = (hits.trailing_zeros() / 8) as usize;
                 for _ in 0..before {
                     put(word as u8);
@@ -230,8 +228,7 @@ fn find_backslash(bytes: &[u8], from: usize) -> Option<usize> {
     while i + 8 <= bytes.len() {
         let mut word = [0u8; 8];
         word.copy_from_slice(&bytes[i..i + 8]);
-        let x = u64::from_le_bytes(word) ^ (ONES * u64::from(b'\\'));
-        let hits = x.wrapping_sub(ONES) & !x & HIGHS;
+        let hits = bytes_equal_to(u64::from_le_bytes(word), b'\\');
         if hits != 0 {
             return Some(i + (hits.trailing_zeros() / 8) as usize);
         }
@@ -548,10 +545,16 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The bytes of `word` a string scan must stop at: `"`, `\`, control characters, non-ASCII.
 fn special(word: u64) -> u64 {
-    let quote = word ^ (ONES * u64::from(b'"'));
-    let backslash = word ^ (ONES * u64::from(b'\\'));
-    let zero = |x: u64| x.wrapping_sub(ONES) & !x;
-    (zero(quote) | zero(backslash) | word.wrapping_sub(ONES * 0x20) | word) & HIGHS
+    bytes_equal_to(word, b'"')
+        | bytes_equal_to(word, b'\\')
+        | ((word.wrapping_sub(ONES * 0x20) | word) & HIGHS)
+}
+
+/// The high bit of each byte of `word` that is `byte`. The lowest one set is exact; a borrow
+/// can also mark a byte above a match, so only the first match is to be trusted.
+fn bytes_equal_to(word: u64, byte: u8) -> u64 {
+    let x = word ^ (ONES * u64::from(byte));
+    x.wrapping_sub(ONES) & !x & HIGHS
 }
 
 impl<'a> Reader<'a> {
