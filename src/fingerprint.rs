@@ -23,6 +23,11 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 /// 64-bit FNV-1a, fed piece by piece.
 struct Fnv1a64(u64);
 
+/// One byte into the hash, as FNV-1a takes every byte.
+fn fnv1a_step(hash: u64, byte: u8) -> u64 {
+    (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
+}
+
 impl CanonicalSink for Fnv1a64 {
     /// Byte by byte, as FNV-1a is, eight bytes read at a time.
     fn put(&mut self, bytes: &[u8]) {
@@ -31,24 +36,20 @@ impl CanonicalSink for Fnv1a64 {
         for word in &mut words {
             let word = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
             for shift in [0, 8, 16, 24, 32, 40, 48, 56] {
-                hash = (hash ^ ((word >> shift) & 0xff)).wrapping_mul(FNV_PRIME);
+                hash = fnv1a_step(hash, (word >> shift) as u8);
             }
         }
         for &byte in words.remainder() {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
+            hash = fnv1a_step(hash, byte);
         }
         self.0 = hash;
-    }
-
-    fn put_byte(&mut self, byte: u8) {
-        self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
     }
 
     /// Byte by byte straight from the escaped text: a file content's escapes (one every few
     /// dozen bytes) then cost a branch each instead of a run each.
     fn put_text(&mut self, text: &Str) {
         let mut hash = self.0;
-        text.for_each_byte(|byte| hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME));
+        text.for_each_byte(|byte| hash = fnv1a_step(hash, byte));
         self.0 = hash;
     }
 }
