@@ -142,6 +142,14 @@ impl Install {
     fn stdout(&self) -> String {
         String::from_utf8_lossy(&self.output.stdout).into_owned()
     }
+
+    /// The install failed with exit code 1, said `message`, and named no binary to run.
+    fn assert_refused(&self, message: &str) {
+        let stdout = self.stdout();
+        assert_eq!(self.output.status.code(), Some(1), "{stdout}");
+        assert!(stdout.contains(message), "{message:?} not in {stdout}");
+        assert_eq!(self.path, None, "{stdout}");
+    }
 }
 
 fn install(releases: &str, version: &str, os: &str, arch: &str) -> Install {
@@ -224,15 +232,7 @@ fn a_binary_that_does_not_match_its_sha256_is_never_run_nor_replaced_by_a_build(
         Some(sha256_line(&binary, AMD64)),
     ));
     let installed = install(&releases, "", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed
-            .stdout()
-            .contains("::error title=capi-rollout-check::capi-rollout-check-linux-amd64 does not match its published sha256"),
-        "{}",
-        installed.stdout()
-    );
-    assert_eq!(installed.path, None);
+    installed.assert_refused("::error title=capi-rollout-check::capi-rollout-check-linux-amd64 does not match its published sha256");
     assert_eq!(installed.cargo, None);
 }
 
@@ -241,15 +241,7 @@ fn a_binary_without_its_checksum_file_is_refused() {
     let binary = binary();
     let releases = serve(release(VERSION, &binary, None));
     let installed = install(&releases, "", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed
-            .stdout()
-            .contains("a binary without its checksum is not run"),
-        "{}",
-        installed.stdout()
-    );
-    assert_eq!(installed.path, None);
+    installed.assert_refused("a binary without its checksum is not run");
 }
 
 #[test]
@@ -261,13 +253,7 @@ fn a_checksum_file_naming_another_file_is_refused() {
         Some(sha256_line(&binary, "something-else")),
     ));
     let installed = install(&releases, "", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed.stdout().contains("is not one sha256 line for"),
-        "{}",
-        installed.stdout()
-    );
-    assert_eq!(installed.path, None);
+    installed.assert_refused("is not one sha256 line for");
 }
 
 #[test]
@@ -295,16 +281,8 @@ fn the_actions_own_version_without_a_release_is_built_from_source() {
 fn an_explicit_version_without_a_release_fails_instead_of_building_something_else() {
     let releases = serve(HashMap::new());
     let installed = install(&releases, "v9.9.9", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed
-            .stdout()
-            .contains("capi-rollout-check 9.9.9 has no release binary"),
-        "{}",
-        installed.stdout()
-    );
+    installed.assert_refused("capi-rollout-check 9.9.9 has no release binary");
     assert_eq!(installed.cargo, None);
-    assert_eq!(installed.path, None);
 }
 
 #[test]
@@ -313,14 +291,9 @@ fn a_release_reporting_another_version_is_refused() {
     let binary = binary();
     let releases = serve(release("9.9.9", &binary, Some(sha256_line(&binary, AMD64))));
     let installed = install(&releases, "9.9.9", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed.stdout().contains(&format!(
-            "reports 'capi-rollout-check {VERSION}', expected capi-rollout-check 9.9.9"
-        )),
-        "{}",
-        installed.stdout()
-    );
+    installed.assert_refused(&format!(
+        "reports 'capi-rollout-check {VERSION}', expected capi-rollout-check 9.9.9"
+    ));
 }
 
 #[test]
@@ -332,25 +305,13 @@ fn source_or_a_runner_without_a_release_binary_builds_the_actions_source() {
         assert!(installed.cargo.is_some(), "{version} {os}/{arch}");
     }
     let elsewhere = install(&releases, "9.9.9", "Windows", "X64");
-    assert_eq!(elsewhere.output.status.code(), Some(1));
-    assert!(
-        elsewhere
-            .stdout()
-            .contains("no capi-rollout-check release binary for Windows/X64"),
-        "{}",
-        elsewhere.stdout()
-    );
+    elsewhere.assert_refused("no capi-rollout-check release binary for Windows/X64");
 }
 
 #[test]
 fn a_version_that_is_not_one_is_refused() {
     let releases = serve(HashMap::new());
     let installed = install(&releases, "latest; rm -rf /", "Linux", "X64");
-    assert_eq!(installed.output.status.code(), Some(1));
-    assert!(
-        installed.stdout().contains("is not a release version"),
-        "{}",
-        installed.stdout()
-    );
+    installed.assert_refused("is not a release version");
     assert_eq!(installed.cargo, None);
 }
