@@ -1,0 +1,166 @@
+package clustertest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// auditEvent is what the test reads of the API server's audit log (audit.k8s.io/v1 Event).
+type auditEvent struct {
+	AuditID string `json:"auditID"`
+	Stage   string `json:"stage"`
+	Verb    string `json:"verb"`
+	User    struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+		APIVersion  string `json:"apiVersion"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"responseStatus"`
+	Annotations              map[string]string `json:"annotations"`
+	RequestReceivedTimestamp time.Time         `json:"requestReceivedTimestamp"`
+}
+
+func (e auditEvent) resource() string {
+	if e.ObjectRef == nil {
+		return ""
+	}
+	r := e.ObjectRef.Resource
+	if e.ObjectRef.Subresource != "" {
+		r += "/" + e.ObjectRef.Subresource
+	}
+	return r
+}
+
+func (e auditEvent) code() int {
+	if e.ResponseStatus == nil {
+		return 0
+	}
+	return e.ResponseStatus.Code
+}
+
+func (e auditEvent) String() string {
+	name := ""
+	if e.ObjectRef != nil {
+		name = e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+	}
+	message := ""
+	if e.ResponseStatus != nil {
+		message = e.ResponseStatus.Message
+	}
+	return fmt.Sprintf("%s %s %s %s -> %d %s", e.User.Username, e.Verb, e.resource(), name, e.code(), message)
+}
+
+// isWrite: the verbs an admission webhook sees.
+func (e auditEvent) isWrite() bool {
+	switch e.Verb {
+	case "create", "update", "patch", "delete":
+		return true
+	}
+	return false
+}
+
+// readAudit reads the completed requests of the audit log, oldest first.
+func readAudit(t *testing.T, path string) []auditEvent {
+	t.Helper()
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	var events []auditEvent
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 64<<20)
+	for scanner.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
+			t.Fatalf("audit log %s: %v", path, err)
+		}
+		if e.Stage == "ResponseComplete" {
+			events = append(events, e)
+		}
+	}
+	must(t, scanner.Err())
+	return events
+}
+
+// deniedBy: the events the webhook named refused (the API server's message for a webhook's
+// refusal starts `admission webhook "<name>" denied the request`).
+func deniedBy(events []auditEvent, webhook string) []auditEvent {
+	var denied []auditEvent
+	for _, e := range events {
+		if e.ResponseStatus != nil && strings.Contains(e.ResponseStatus.Message, fmt.Sprintf("admission webhook %q denied the request", webhook)) {
+			denied = append(denied, e)
+		}
+	}
+	return denied
+}
+
+// failedOpen: the events the API server admitted without the webhook's answer
+// (failurePolicy Ignore): it annotates them failed-open.validating.webhook.admission.k8s.io/*.
+func failedOpen(events []auditEvent, webhook string) []auditEvent {
+	var out []auditEvent
+	for _, e := range events {
+		for k, v := range e.Annotations {
+			if strings.HasPrefix(k, "failed-open.validating.webhook.admission.k8s.io/") && v == webhook {
+				out = append(out, e)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// summarize prints the writes by user, verb and resource, with how many succeeded.
+func summarize(t *testing.T, title string, events []auditEvent) {
+	t.Helper()
+	type key struct{ user, verb, resource string }
+	type count struct{ all, ok int }
+	counts := map[key]*count{}
+	for _, e := range events {
+		if !e.isWrite() {
+			continue
+		}
+		k := key{e.User.Username, e.Verb, e.resource()}
+		if counts[k] == nil {
+			counts[k] = &count{}
+		}
+		counts[k].all++
+		if e.code() < 300 {
+			counts[k].ok++
+		}
+	}
+	keys := make([]key, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.user != b.user {
+			return a.user < b.user
+		}
+		if a.resource != b.resource {
+			return a.resource < b.resource
+		}
+		return a.verb < b.verb
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (writes to CAPI's groups, from the audit log):\n", title)
+	fmt.Fprintf(&b, "  %-85s %-7s %-28s %5s %5s\n", "user", "verb", "resource", "sent", "2xx")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "  %-85s %-7s %-28s %5d %5d\n", k.user, k.verb, k.resource, counts[k].all, counts[k].ok)
+	}
+	t.Log(b.String())
+}

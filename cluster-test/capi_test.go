@@ -1,0 +1,218 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// provider is one of CAPI's managers as clusterctl installs it: the objects of its
+// config/default kustomization, from the module go.mod pins, and the manager's own binary.
+type provider struct {
+	name string // the manager's binary in build.sh's folder
+	// kustomization is config/default, relative to the sigs.k8s.io/cluster-api module.
+	kustomization string
+	extraArgs     []string
+}
+
+// installed is what installProvider did: the manager's process and the webhook
+// configurations it registered (after the manager was ready).
+type installed struct {
+	process *process
+	// serviceAccount is "namespace/name" of the manager's Deployment.
+	serviceAccount string
+}
+
+// installProvider builds the provider's config/default with kustomize, as CAPI's release
+// builds the components clusterctl applies, and installs it on the API server: Namespace,
+// CRDs (their conversion webhooks pointed at the manager), ServiceAccount and RBAC, and,
+// once the manager runs with its ServiceAccount's token, its mutating and validating
+// webhooks by URL. Deployment, Service and cert-manager's objects are replaced by the
+// manager's process and the test's CA.
+func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certificates, bin string, p provider) *installed {
+	t.Helper()
+	ctx := context.Background()
+	objects := kustomizeBuild(t, filepath.Join(moduleDir(t, "sigs.k8s.io/cluster-api"), p.kustomization))
+	must(t, os.WriteFile(a.path(p.name+"-components.yaml"), toYAML(t, objects), 0o644))
+
+	webhookPort := freePort(t)
+	webhookURL := fmt.Sprintf("https://127.0.0.1:%d", webhookPort)
+	var deployment *unstructured.Unstructured
+	var webhooks []*unstructured.Unstructured
+	var crds []string
+	for _, obj := range objects {
+		switch obj.GetKind() {
+		case "Deployment":
+			deployment = obj
+			continue
+		case "Service", "Certificate", "Issuer":
+			continue
+		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			pointWebhooksAt(t, obj, webhookURL, ca.caPEM)
+			webhooks = append(webhooks, obj)
+			continue
+		case "CustomResourceDefinition":
+			pointConversionAt(t, obj, webhookURL, ca.caPEM)
+			crds = append(crds, obj.GetName())
+		}
+		if err := cp.client.Create(ctx, obj); err != nil {
+			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	waitEstablished(t, cp, crds)
+	if deployment == nil {
+		t.Fatalf("install %s: no Deployment in %s", p.name, p.kustomization)
+	}
+
+	namespace := deployment.GetNamespace()
+	sa, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
+	kubeconfig := cp.serviceAccountKubeconfig(t, a, namespace, sa)
+	certDir := a.path(p.name + "-serving-certs")
+	ca.serving(t, certDir)
+	health := freePort(t)
+	args := append(managerArgs(t, deployment),
+		"--kubeconfig="+kubeconfig,
+		fmt.Sprintf("--webhook-port=%d", webhookPort),
+		"--webhook-cert-dir="+certDir,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", health),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)),
+		"--insecure-diagnostics=true",
+		// Outside a pod controller-runtime cannot tell the lease's namespace and CAPI has no
+		// flag for it; one manager each needs no lease.
+		"--leader-elect=false",
+	)
+	args = append(args, p.extraArgs...)
+	proc := startProcess(t, a, p.name, filepath.Join(bin, p.name), args, "POD_NAMESPACE="+namespace)
+	waitHTTP(t, proc, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), 2*time.Minute, nil)
+	for _, obj := range webhooks {
+		if err := cp.client.Create(ctx, obj); err != nil {
+			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	return &installed{process: proc, serviceAccount: namespace + "/" + sa}
+}
+
+// managerArgs are the args of the Deployment's manager container with clusterctl's variable
+// defaults (`${EXP_MACHINE_POOL:=true}` becomes `true`), as `clusterctl init` writes them when
+// no variable is set.
+func managerArgs(t *testing.T, deployment *unstructured.Unstructured) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
+	variable := regexp.MustCompile(`\$\{[A-Z0-9_]+:=([^}]*)\}`)
+	for _, c := range containers {
+		container := c.(map[string]any)
+		if container["name"] != "manager" {
+			continue
+		}
+		var args []string
+		for _, arg := range container["args"].([]any) {
+			args = append(args, variable.ReplaceAllString(arg.(string), "$1"))
+		}
+		return args
+	}
+	t.Fatalf("no manager container in Deployment %s", deployment.GetName())
+	return nil
+}
+
+func pointWebhooksAt(t *testing.T, obj *unstructured.Unstructured, url string, ca []byte) {
+	t.Helper()
+	webhooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+	for _, w := range webhooks {
+		webhook := w.(map[string]any)
+		path, _, _ := unstructured.NestedString(webhook, "clientConfig", "service", "path")
+		webhook["clientConfig"] = map[string]any{"url": url + path, "caBundle": base64.StdEncoding.EncodeToString(ca)}
+	}
+	must(t, unstructured.SetNestedSlice(obj.Object, webhooks, "webhooks"))
+	// cert-manager's CA injection is the test's CA above.
+	obj.SetAnnotations(nil)
+}
+
+func pointConversionAt(t *testing.T, obj *unstructured.Unstructured, url string, ca []byte) {
+	t.Helper()
+	strategy, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "strategy")
+	if strategy != "Webhook" {
+		return
+	}
+	path, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "webhook", "clientConfig", "service", "path")
+	must(t, unstructured.SetNestedField(obj.Object, map[string]any{"url": url + path, "caBundle": base64.StdEncoding.EncodeToString(ca)},
+		"spec", "conversion", "webhook", "clientConfig"))
+	annotations := obj.GetAnnotations()
+	delete(annotations, "cert-manager.io/inject-ca-from")
+	obj.SetAnnotations(annotations)
+}
+
+func waitEstablished(t *testing.T, cp *controlPlane, names []string) {
+	t.Helper()
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
+			func(ctx context.Context) (bool, error) {
+				crd := &apiextensionsv1.CustomResourceDefinition{}
+				if err := cp.client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+					return false, nil
+				}
+				for _, c := range crd.Status.Conditions {
+					if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+		if err != nil {
+			t.Fatalf("CRD %s not established: %v", name, err)
+		}
+	}
+}
+
+// kustomizeBuild is `kustomize build dir`.
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	var objects []*unstructured.Unstructured
+	for _, r := range resources.Resources() {
+		data, err := r.MarshalJSON()
+		must(t, err)
+		obj := &unstructured.Unstructured{}
+		must(t, obj.UnmarshalJSON(data))
+		objects = append(objects, obj)
+	}
+	return objects
+}
+
+func toYAML(t *testing.T, objects []*unstructured.Unstructured) []byte {
+	t.Helper()
+	var docs []string
+	for _, obj := range objects {
+		out, err := yaml.Marshal(obj.Object)
+		must(t, err)
+		docs = append(docs, string(out))
+	}
+	return []byte(strings.Join(docs, "---\n"))
+}
+
+// moduleDir is where the go command keeps a module of go.mod, read-only.
+func moduleDir(t *testing.T, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s: %v", module, err)
+	}
+	return strings.TrimSpace(string(out))
+}

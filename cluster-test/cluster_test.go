@@ -1,0 +1,571 @@
+// Package clustertest puts the policy in front of a real control plane: etcd, kube-apiserver
+// and CAPI's core manager and kubeadm bootstrap provider (CABPK), built from the modules
+// go.mod pins, CAPI installed as clusterctl installs it, the policy behind a
+// ValidatingWebhookConfiguration made from policy.yaml as kubewarden-controller makes it.
+// Every request the policy judges here is one CAPI, kube-apiserver or kubectl really sent.
+//
+// Run it with `make cluster-test` (which builds the binaries, the policy and policy-host);
+// POLICY_SERVER=/path/to/policy-server runs it against Kubewarden's real policy-server.
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	namespace   = "fleet"
+	clusterName = "c1"
+	poolName    = "pool-1"
+	// CABPK's --bootstrap-token-ttl here: it rotates a MachinePool's token when less than
+	// half of the TTL is left, checking every TTL/3, so about every 20 s.
+	tokenTTL = 30 * time.Second
+)
+
+var (
+	kubeadmConfigGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfig"}
+	machinePoolGVK   = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachinePool"}
+	tokenPath        = []string{"spec", "joinConfiguration", "discovery", "bootstrapToken", "token"}
+)
+
+// testCluster is everything the steps share.
+type testCluster struct {
+	a          *artifacts
+	cp         *controlPlane
+	policy     *clusterAdmissionPolicy
+	server     *policyServer
+	person     kubectl
+	personName string
+	// The controller identities CAPI's managers really run as.
+	capiManager, cabpk string
+	capiLog, cabpkLog  string
+}
+
+func TestCluster(t *testing.T) {
+	bin := clusterBinaries(t)
+	a := newArtifacts(t)
+	c := &testCluster{a: a, personName: "jane@example.com"}
+
+	// Set-up runs in the test itself: what it starts lives until the whole test ends.
+	c.cp = startControlPlane(t, a, bin)
+	ca := newCA(t)
+	{ // CAPI as clusterctl installs it.
+		c.cp.createAll(t, readObjects(t, readFile(t, "testdata/infrastructure.yaml")))
+		waitEstablished(t, c.cp, []string{
+			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
+			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
+		})
+		core := installProvider(t, a, c.cp, ca, bin, provider{name: "capi-manager", kustomization: "config/default"})
+		kubeadm := installProvider(t, a, c.cp, ca, bin, provider{
+			name:          "capi-kubeadm-bootstrap-manager",
+			kustomization: "bootstrap/kubeadm/config/default",
+			extraArgs:     []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
+		})
+		c.capiManager = "system:serviceaccount:" + strings.ReplaceAll(core.serviceAccount, "/", ":")
+		c.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
+		c.capiLog, c.cabpkLog = core.process.log, kubeadm.process.log
+	}
+	{ // The policy in front, as Kubewarden puts it there.
+		c.policy = readPolicy(t)
+		controllerUsers := stringList(c.policy.Spec.Settings["controllerUsers"])
+		for _, identity := range []string{c.capiManager, c.cabpk} {
+			if !slices.Contains(controllerUsers, identity) {
+				t.Fatalf("CAPI's manager runs as %s, which policy.yaml's controllerUsers %v does not list", identity, controllerUsers)
+			}
+		}
+		// The policy-server's ServiceAccount with the RBAC the README documents.
+		c.cp.createNamespace(t, kubewardenNamespace)
+		must(t, c.cp.client.Create(context.Background(), &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: "policy-server-default", Namespace: kubewardenNamespace},
+		}))
+		c.cp.createAll(t, readObjects(t, lookupsRBAC(t)))
+		kubeconfig := c.cp.serviceAccountKubeconfig(t, a, kubewardenNamespace, "policy-server-default")
+		c.server = newPolicyServer(t, a, ca, c.policy, kubeconfig)
+		c.server.start(a, nil)
+		registerWebhook(t, c.cp, c.policy, c.server, ca.caPEM)
+		// A person, not a controller: a platform engineer with cluster-admin.
+		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team")}
+		c.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.personName})
+	}
+
+	step(t, "CAPI brings a pool up and every controller write is admitted", c.bringUp)
+	step(t, "re-applying unchanged manifests is admitted without a warning", c.reapply)
+	step(t, "CABPK rotates the pool's token three times, each admitted without a warning", c.tokenRotations)
+	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", c.personEdits)
+	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", c.rotation)
+	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
+	step(t, "with the policy server down CAPI's writes pass, and verdicts return with it", c.outage)
+	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
+}
+
+// step runs a subtest and stops the test when it fails: every step builds on the ones before.
+func step(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	if !t.Run(name, f) {
+		t.Fatalf("step %q failed; later steps need it", name)
+	}
+}
+
+// clusterBinaries is build.sh's folder (CLUSTER_BIN, or build.sh run now).
+func clusterBinaries(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("CLUSTER_BIN"); bin != "" {
+		return bin
+	}
+	out, err := exec.Command("./build.sh").Output()
+	if err != nil {
+		t.Fatalf("./build.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// --- the steps ---
+
+func (c *testCluster) bringUp(t *testing.T) {
+	ctx := context.Background()
+	c.cp.createNamespace(t, namespace)
+	caCert, caKey := c.clusterCA(t)
+	secrets := []*corev1.Secret{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-ca", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
+			Type:       "cluster.x-k8s.io/secret",
+			Data:       map[string][]byte{"tls.crt": caCert, "tls.key": caKey},
+		},
+		{
+			// The workload cluster is this API server.
+			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-kubeconfig", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
+			Type:       "cluster.x-k8s.io/secret",
+			Data:       map[string][]byte{"value": c.cp.adminKubeconfig(t)},
+		},
+	}
+	for _, s := range secrets {
+		must(t, c.cp.client.Create(ctx, s))
+	}
+	controlPlane := object(t, fmt.Sprintf(`
+apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestControlPlane
+metadata: {name: %s, namespace: %s}
+spec: {version: v1.34.3}`, clusterName, namespace))
+	must(t, c.cp.client.Create(ctx, controlPlane))
+	c.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
+	c.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: %s, namespace: %s}
+spec:
+  controlPlaneEndpoint: {host: %q, port: %d}
+  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
+		clusterName, namespace, c.cp.host, c.cp.port, clusterName))})
+
+	// The person applies the pool and its config, as from a Git repository.
+	for _, file := range []string{"testdata/fleet/pool-1-a.yaml", "testdata/fleet/pool-1.yaml"} {
+		r := c.person.run(t, "apply", "-f", file)
+		if r.err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		}
+	}
+	infra := &unstructured.Unstructured{}
+	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
+	infra.SetKind("TestMachinePool")
+	must(t, c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: poolName}, infra))
+	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
+
+	// CAPI's MachinePool controller adopts the config, CABPK fills the join data.
+	config := c.waitFor(t, kubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token, discovery and data secret filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+		endpoint, _, _ := unstructured.NestedString(u.Object, "spec", "joinConfiguration", "discovery", "bootstrapToken", "apiServerEndpoint")
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return controlledByPool(u, poolName) && u.GetLabels()["cluster.x-k8s.io/cluster-name"] == clusterName &&
+			token != "" && endpoint != "" && secret == "pool-1-a"
+	})
+	t.Logf("KubeadmConfig pool-1-a as CAPI left it:\n%s", toYAML(t, []*unstructured.Unstructured{config}))
+	c.waitFor(t, machinePoolGVK, poolName, 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
+		return name == "pool-1-a"
+	})
+	c.checkControllersAdmitted(t, time.Time{})
+}
+
+func (c *testCluster) reapply(t *testing.T) {
+	since := time.Now()
+	for _, args := range [][]string{
+		{"apply", "-f", "testdata/fleet/pool-1-a.yaml", "-f", "testdata/fleet/pool-1.yaml"},
+		{"apply", "--server-side", "-f", "testdata/fleet/pool-1-a.yaml", "-f", "testdata/fleet/pool-1.yaml"},
+	} {
+		r := c.person.run(t, args...)
+		if r.err != nil {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		}
+		if strings.Contains(r.stderr, "Warning:") {
+			t.Errorf("kubectl %s printed a warning:\n%s", strings.Join(args, " "), r.stderr)
+		}
+	}
+	c.checkPersonAdmitted(t, since)
+}
+
+func (c *testCluster) tokenRotations(t *testing.T) {
+	since := time.Now()
+	tokens := c.waitForTokens(t, 4, 4*time.Minute)
+	t.Logf("tokens CABPK wrote into pool-1-a: %v", tokens)
+	events := c.eventsSince(t, since)
+	var rotations []auditEvent
+	for _, e := range events {
+		if e.User.Username == c.cabpk && e.resource() == "kubeadmconfigs" && e.isWrite() {
+			rotations = append(rotations, e)
+		}
+	}
+	if len(rotations) < 3 {
+		t.Fatalf("the audit log shows %d CABPK writes of kubeadmconfigs, want at least 3", len(rotations))
+	}
+	for _, e := range rotations {
+		if e.code() >= 300 {
+			t.Errorf("CABPK's write was not admitted: %s", e)
+		}
+	}
+	if open := failedOpen(events, c.webhookName()); len(open) > 0 {
+		t.Errorf("%d requests were admitted without the policy's answer (policy server up): first %s", len(open), open[0])
+	}
+	c.checkNoWarningsTo(t, c.cabpkLog)
+	c.checkControllersAdmitted(t, since)
+}
+
+// The edit: the sysctl file's content, and max-pods.
+const (
+	editedContent = "vm.max_map_count = 524288\n"
+	editedMaxPods = "64"
+)
+
+func (c *testCluster) personEdits(t *testing.T) {
+	before := c.get(t, kubeadmConfigGVK, "pool-1-a")
+	edited := strings.Replace(string(readFile(t, "testdata/fleet/pool-1-a.yaml")), "262144", "524288", 1)
+	editedFile := c.a.path("pool-1-a-edited.yaml")
+	must(t, os.WriteFile(editedFile, []byte(edited), 0o644))
+
+	// kubectl replace sends the whole object back, with its resourceVersion.
+	replaced := before.DeepCopy()
+	files, _, _ := unstructured.NestedSlice(replaced.Object, "spec", "files")
+	files[0].(map[string]any)["content"] = editedContent
+	must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
+	replaceFile := c.a.path("pool-1-a-replace.yaml")
+	must(t, os.WriteFile(replaceFile, toYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
+	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
+
+	remediation := `set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`
+	cases := []struct {
+		name string
+		args []string
+		path string
+	}{
+		{"kubectl apply", []string{"apply", "-f", editedFile}, "spec.files[0].content: Forbidden: changed"},
+		{"kubectl apply --server-side", []string{"apply", "--server-side", "--force-conflicts", "-f", editedFile}, "spec.files[0].content: Forbidden: changed"},
+		{"kubectl patch", []string{"patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch},
+			"spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed"},
+		{"kubectl replace", []string{"replace", "-f", replaceFile}, "spec.files[0].content: Forbidden: changed"},
+	}
+	for _, tc := range cases {
+		for _, dryRun := range []bool{true, false} {
+			args := tc.args
+			name := tc.name
+			if dryRun {
+				args = append(slices.Clone(args), "--dry-run=server")
+				name += " --dry-run=server"
+			}
+			r := c.person.run(t, args...)
+			if r.err == nil {
+				t.Errorf("%s was admitted; stdout: %s", name, r.stdout)
+				continue
+			}
+			for _, want := range []string{
+				fmt.Sprintf("admission webhook %q denied the request", c.webhookName()),
+				tc.path,
+				"The config is in use by MachinePool fleet/pool-1",
+				remediation,
+			} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("%s: kubectl's stderr lacks %q:\n%s", name, want, r.stderr)
+				}
+			}
+			if tc.name == "kubectl apply" && !dryRun {
+				must(t, os.WriteFile(c.a.path("real-rejection.txt"), []byte(r.stderr), 0o644))
+			}
+		}
+	}
+	after := c.get(t, kubeadmConfigGVK, "pool-1-a")
+	for _, path := range [][]string{{"spec", "files"}, {"spec", "joinConfiguration", "nodeRegistration"}} {
+		b, _, _ := unstructured.NestedFieldNoCopy(before.Object, path...)
+		a, _, _ := unstructured.NestedFieldNoCopy(after.Object, path...)
+		if !jsonEqual(b, a) {
+			t.Errorf("%s changed although every edit was refused: %v -> %v", strings.Join(path, "."), b, a)
+		}
+	}
+}
+
+func (c *testCluster) rotation(t *testing.T) {
+	since := time.Now()
+	// The rotation as the README tells it: a new config with the desired spec, then the ref.
+	newConfig := strings.NewReplacer("name: pool-1-a", "name: pool-1-b", "262144", "524288").Replace(string(readFile(t, "testdata/fleet/pool-1-a.yaml")))
+	newFile := c.a.path("pool-1-b.yaml")
+	must(t, os.WriteFile(newFile, []byte(newConfig), 0o644))
+	for _, args := range [][]string{
+		{"apply", "-f", newFile},
+		{"patch", "machinepool", poolName, "-n", namespace, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"pool-1-b"}}}}}}`},
+	} {
+		r := c.person.run(t, args...)
+		if r.err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		}
+	}
+	c.waitFor(t, machinePoolGVK, poolName, 3*time.Minute, "moved to pool-1-b's data secret", func(u *unstructured.Unstructured) bool {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
+		return name == "pool-1-b"
+	})
+	c.waitFor(t, kubeadmConfigGVK, "pool-1-b", time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
+		return controlledByPool(u, poolName)
+	})
+	if old := c.get(t, kubeadmConfigGVK, "pool-1-a"); !controlledByPool(old, poolName) {
+		t.Errorf("the rotated-out config lost its ownerReference: %v", old.GetOwnerReferences())
+	}
+	c.checkPersonAdmitted(t, since)
+	c.checkControllersAdmitted(t, since)
+}
+
+func (c *testCluster) contextAware(t *testing.T) {
+	c.server.stop()
+	c.server.start(c.a, map[string]any{"contextAware": true})
+	defer func() {
+		c.server.stop()
+		c.server.start(c.a, nil)
+	}()
+	since := time.Now()
+	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
+
+	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch)
+	if r.err != nil {
+		t.Errorf("the edit of rotated-out pool-1-a was refused: %v\n%s", r.err, r.stderr)
+	}
+	if want := "Warning: KubeadmConfig pool-1-a is rotated out (no MachinePool references it): this edit reaches no node"; !strings.Contains(r.stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	}
+	// The config the pool references now is protected, found by the lookup.
+	r = c.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p", patch)
+	if r.err == nil || !strings.Contains(r.stderr, "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed") {
+		t.Errorf("the edit of in-use pool-1-b was not refused with its path: %v\n%s", r.err, r.stderr)
+	}
+	r = c.person.run(t, "delete", "kubeadmconfig", "pool-1-b", "-n", namespace, "--dry-run=server")
+	if r.err == nil || !strings.Contains(r.stderr, "referenced by the configRef of MachinePool") {
+		t.Errorf("deleting the referenced pool-1-b was not refused: %v\n%s", r.err, r.stderr)
+	}
+	c.checkControllersAdmitted(t, since)
+}
+
+func (c *testCluster) outage(t *testing.T) {
+	c.server.stop()
+	down := time.Now()
+	tokens := c.waitForTokens(t, 3, 3*time.Minute)
+	t.Logf("tokens CABPK wrote with the policy server down: %v", tokens)
+	events := c.eventsSince(t, down)
+	open := failedOpen(events, c.webhookName())
+	if len(open) < 2 {
+		t.Fatalf("%d requests failed open while the policy server was down, want the rotations' (at least 2)", len(open))
+	}
+	for _, e := range open {
+		if e.code() >= 300 {
+			t.Errorf("failed open but not admitted: %s", e)
+		}
+	}
+	// None is lost: the token in the config is a live bootstrap token.
+	config := c.get(t, kubeadmConfigGVK, "pool-1-b")
+	token, _, _ := unstructured.NestedString(config.Object, tokenPath...)
+	id, _, _ := strings.Cut(token, ".")
+	secret := &corev1.Secret{}
+	if err := c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "bootstrap-token-" + id}, secret); err != nil {
+		t.Errorf("the config's token %s has no bootstrap token Secret: %v", id, err)
+	}
+
+	c.server.start(c.a, nil)
+	up := time.Now()
+	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p",
+		fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods))
+	if r.err == nil || !strings.Contains(r.stderr, "denied the request") {
+		t.Errorf("with the policy server back the in-place edit was not refused: %v\n%s", r.err, r.stderr)
+	}
+	c.waitForTokens(t, 2, 2*time.Minute)
+	if open := failedOpen(c.eventsSince(t, up), c.webhookName()); len(open) > 0 {
+		t.Errorf("requests failed open with the policy server back: %s", open[0])
+	}
+	c.checkControllersAdmitted(t, up)
+}
+
+func (c *testCluster) noControllerRefused(t *testing.T) {
+	events := readAudit(t, c.cp.auditLog)
+	summarize(t, "the whole run", events)
+	c.checkControllersAdmitted(t, time.Time{})
+}
+
+// --- checks ---
+
+func (c *testCluster) webhookName() string { return c.policy.policyID() + ".kubewarden.admission" }
+
+// checkControllersAdmitted: no write of a controller identity since the time was refused by
+// the policy; the writes are printed by user, verb and resource.
+func (c *testCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
+	t.Helper()
+	events := c.eventsSince(t, since)
+	summarize(t, t.Name(), events)
+	for _, e := range deniedBy(events, c.webhookName()) {
+		if e.User.Username == c.capiManager || e.User.Username == c.cabpk {
+			t.Errorf("the policy refused CAPI's own write: %s", e)
+		}
+	}
+}
+
+func (c *testCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
+	t.Helper()
+	for _, e := range c.eventsSince(t, since) {
+		if e.User.Username == c.personName && e.isWrite() && e.code() >= 300 {
+			t.Errorf("the person's write was refused: %s", e)
+		}
+	}
+}
+
+// checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
+// manager (KubeAPIWarningLogger); none may come from the policy.
+func (c *testCluster) checkNoWarningsTo(t *testing.T, log string) {
+	t.Helper()
+	data := readFile(t, log)
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "KubeAPIWarningLogger") && (strings.Contains(line, "configRef") || strings.Contains(line, "in place") || strings.Contains(line, "rotated out")) {
+			t.Errorf("the manager got a warning from the policy: %s", line)
+		}
+	}
+}
+
+func (c *testCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
+	t.Helper()
+	var out []auditEvent
+	for _, e := range readAudit(t, c.cp.auditLog) {
+		if !e.RequestReceivedTimestamp.Before(since) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitForTokens polls the in-use config until it has carried n distinct tokens (the first
+// is the one it has now).
+func (c *testCluster) waitForTokens(t *testing.T, n int, timeout time.Duration) []string {
+	t.Helper()
+	pool := c.get(t, machinePoolGVK, poolName)
+	configName, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
+	var tokens []string
+	deadline := time.Now().Add(timeout)
+	for len(tokens) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("KubeadmConfig %s carried %d tokens in %s (%v), want %d (CABPK log: %s)", configName, len(tokens), timeout, tokens, n, c.cabpkLog)
+		}
+		config := c.get(t, kubeadmConfigGVK, configName)
+		token, _, _ := unstructured.NestedString(config.Object, tokenPath...)
+		if token != "" && !slices.Contains(tokens, token) {
+			tokens = append(tokens, token)
+		}
+		time.Sleep(time.Second)
+	}
+	return tokens
+}
+
+func (c *testCluster) get(t *testing.T, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u))
+	return u
+}
+
+func (c *testCluster) waitFor(t *testing.T, gvk schema.GroupVersionKind, name string, timeout time.Duration, what string, done func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+			return false, nil
+		}
+		return done(u), nil
+	})
+	if err != nil {
+		t.Fatalf("%s %s not %s after %s; last seen:\n%s\n(logs: %s, %s)", gvk.Kind, name, what, timeout,
+			toYAML(t, []*unstructured.Unstructured{u}), c.capiLog, c.cabpkLog)
+	}
+	return u
+}
+
+// markStatus does what an infrastructure or control plane provider would: sets its status.
+func (c *testCluster) markStatus(t *testing.T, u *unstructured.Unstructured, status map[string]any) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"status": status})
+	must(t, err)
+	must(t, c.cp.client.Status().Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", patch)))
+}
+
+// clusterCA: the Cluster's CA Secret (CABPK hashes it into the join configuration).
+func (c *testCluster) clusterCA(t *testing.T) (cert, key []byte) {
+	t.Helper()
+	ca := newCA(t)
+	return ca.caPEM, ca.keyPEM(t)
+}
+
+func controlledByPool(u *unstructured.Unstructured, pool string) bool {
+	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == "MachinePool" && ref.Name == pool && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+func object(t *testing.T, text string) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	must(t, yaml.Unmarshal([]byte(text), &obj))
+	return &unstructured.Unstructured{Object: obj}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	return data
+}
+
+func stringList(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, item := range list {
+		if s, ok := item.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func jsonEqual(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}

@@ -1,0 +1,401 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+)
+
+// controlPlane is etcd and kube-apiserver started by envtest from the binaries build.sh made:
+// TLS on 127.0.0.1, RBAC, service-account tokens, and an audit log of CAPI's groups.
+type controlPlane struct {
+	env       *envtest.Environment
+	admin     *rest.Config
+	client    client.Client
+	clientset *kubernetes.Clientset
+	auditLog  string
+	// host and port of the API server, for the Cluster's controlPlaneEndpoint.
+	host string
+	port int
+}
+
+func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
+	t.Helper()
+	auditPolicy, err := filepath.Abs("testdata/audit-policy.yaml")
+	must(t, err)
+	cp := &controlPlane{auditLog: a.path("audit.log")}
+	apiLog := a.create(t, "kube-apiserver.log")
+	etcdLog := a.create(t, "etcd.log")
+	cp.env = &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	cp.env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
+	api := cp.env.ControlPlane.GetAPIServer()
+	api.Out, api.Err = apiLog, apiLog
+	api.SecureServing.Address = "127.0.0.1"
+	api.Configure().
+		// The private network namespace of `make cluster-test` has no default route to guess from.
+		Set("advertise-address", "127.0.0.1").
+		Set("audit-policy-file", auditPolicy).
+		Set("audit-log-path", cp.auditLog).
+		Set("audit-log-format", "json").
+		Set("audit-log-maxsize", "0").
+		Set("service-account-max-token-expiration", "24h")
+	cfg, err := cp.env.Start()
+	if err != nil {
+		t.Fatalf("start etcd and kube-apiserver (logs: %s, %s): %v", a.path("etcd.log"), a.path("kube-apiserver.log"), err)
+	}
+	t.Cleanup(func() {
+		if err := cp.env.Stop(); err != nil {
+			t.Logf("stop control plane: %v", err)
+		}
+	})
+	cp.admin = cfg
+	cp.client, err = client.New(cfg, client.Options{})
+	must(t, err)
+	cp.clientset, err = kubernetes.NewForConfig(cfg)
+	must(t, err)
+	cp.host, cp.port = splitHostPort(t, api.SecureServing.ListenAddr.HostPort())
+	return cp
+}
+
+// user is a person: a client certificate for name in groups, as kubectl uses it.
+func (cp *controlPlane) user(t *testing.T, a *artifacts, name string, groups ...string) string {
+	t.Helper()
+	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	must(t, err)
+	kubeconfig, err := u.KubeConfig()
+	must(t, err)
+	path := a.path("kubeconfig-" + name)
+	must(t, os.WriteFile(path, kubeconfig, 0o600))
+	return path
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as namespace/name with a
+// token from the TokenRequest API, as a pod of that ServiceAccount would.
+func (cp *controlPlane) serviceAccountKubeconfig(t *testing.T, a *artifacts, namespace, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	expiration := int64((12 * time.Hour).Seconds())
+	token, err := cp.clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiration}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for serviceaccount %s/%s: %v", namespace, name, err)
+	}
+	path := a.path(fmt.Sprintf("kubeconfig-%s-%s", namespace, name))
+	writeKubeconfig(t, path, cp.admin.Host, cp.admin.CAData, &clientcmdapi.AuthInfo{Token: token.Status.Token})
+	return path
+}
+
+// adminKubeconfig is the kubeconfig of envtest's admin (system:masters), used as the workload
+// cluster's kubeconfig: the Cluster points back at this API server.
+func (cp *controlPlane) adminKubeconfig(t *testing.T) []byte {
+	t.Helper()
+	config := kubeconfig(cp.admin.Host, cp.admin.CAData, &clientcmdapi.AuthInfo{
+		ClientCertificateData: cp.admin.CertData, ClientKeyData: cp.admin.KeyData,
+	})
+	out, err := clientcmd.Write(*config)
+	must(t, err)
+	return out
+}
+
+func kubeconfig(server string, ca []byte, auth *clientcmdapi.AuthInfo) *clientcmdapi.Config {
+	config := clientcmdapi.NewConfig()
+	config.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	config.AuthInfos["user"] = auth
+	config.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "user"}
+	config.CurrentContext = "test"
+	return config
+}
+
+func writeKubeconfig(t *testing.T, path, server string, ca []byte, auth *clientcmdapi.AuthInfo) {
+	t.Helper()
+	must(t, clientcmd.WriteToFile(*kubeconfig(server, ca, auth), path))
+}
+
+// bindClusterRole grants a ClusterRole to a user or a ServiceAccount ("namespace:name").
+func (cp *controlPlane) bindClusterRole(t *testing.T, role string, subject rbacv1.Subject) {
+	t.Helper()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cluster-test-%s-%s", role, strings.ReplaceAll(subject.Name, ":", "-"))},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
+	}
+	must(t, cp.client.Create(context.Background(), binding))
+}
+
+func (cp *controlPlane) createNamespace(t *testing.T, name string) {
+	t.Helper()
+	must(t, client.IgnoreAlreadyExists(cp.client.Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
+}
+
+// applyYAML creates every object of a multi-document YAML file as the admin.
+func (cp *controlPlane) createAll(t *testing.T, objects []*unstructured.Unstructured) {
+	t.Helper()
+	for _, obj := range objects {
+		if err := cp.client.Create(context.Background(), obj); err != nil {
+			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+}
+
+func readObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	var objects []*unstructured.Unstructured
+	for _, doc := range bytes.Split(data, []byte("\n---")) {
+		var obj map[string]any
+		must(t, yaml.Unmarshal(doc, &obj))
+		if len(obj) == 0 {
+			continue
+		}
+		objects = append(objects, &unstructured.Unstructured{Object: obj})
+	}
+	return objects
+}
+
+// kubectl runs the kubectl build.sh made, with a person's kubeconfig.
+type kubectl struct {
+	bin        string
+	kubeconfig string
+}
+
+type kubectlResult struct {
+	stdout, stderr string
+	err            error
+}
+
+func (k kubectl) run(t *testing.T, args ...string) kubectlResult {
+	t.Helper()
+	cmd := exec.Command(k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("kubectl %s\n  stdout: %s\n  stderr: %s", strings.Join(args, " "), strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()))
+	return kubectlResult{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+// process is a server the test started; it is stopped by t.Cleanup, or earlier by stop.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  string
+}
+
+func startProcess(t *testing.T, a *artifacts, name, bin string, args []string, env ...string) *process {
+	t.Helper()
+	logFile := a.create(t, name+".log")
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logFile, "# %s %s\n", bin, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{}), log: a.path(name + ".log")}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *process) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitHTTP polls url until it answers 200, failing early when the process exits.
+func waitHTTP(t *testing.T, p *process, url string, timeout time.Duration, httpClient *http.Client) {
+	t.Helper()
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p.exited() {
+			t.Fatalf("%s exited before it was ready (log: %s)", p.name, p.log)
+		}
+		resp, err := httpClient.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready at %s after %s (log: %s)", p.name, url, timeout, p.log)
+}
+
+// certificates: one CA the test makes, and serving certificates for 127.0.0.1 signed by it,
+// for the managers' webhook servers and the policy server.
+type certificates struct {
+	caPEM []byte
+	ca    *x509.Certificate
+	key   *ecdsa.PrivateKey
+}
+
+func newCA(t *testing.T) *certificates {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	template := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "cluster-test-webhook-ca"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	must(t, err)
+	ca, err := x509.ParseCertificate(der)
+	must(t, err)
+	return &certificates{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca: ca, key: key}
+}
+
+// keyPEM is the CA's private key, for a Cluster's CA Secret.
+func (c *certificates) keyPEM(t *testing.T) []byte {
+	t.Helper()
+	der, err := x509.MarshalECPrivateKey(c.key)
+	must(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+}
+
+// serving writes tls.crt and tls.key for 127.0.0.1 and localhost into dir.
+func (c *certificates) serving(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	must(t, err)
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	must(t, err)
+	template := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, c.ca, &key.PublicKey, c.key)
+	must(t, err)
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	must(t, err)
+	must(t, os.MkdirAll(dir, 0o755))
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	return certFile, keyFile
+}
+
+// artifacts is the folder every process log, the audit log and the kubeconfigs go to; it is
+// kept after the run (target/cluster-test/ unless CLUSTER_TEST_ARTIFACTS says otherwise).
+type artifacts struct{ dir string }
+
+func newArtifacts(t *testing.T) *artifacts {
+	t.Helper()
+	dir := os.Getenv("CLUSTER_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "target", "cluster-test")
+	}
+	dir, err := filepath.Abs(dir)
+	must(t, err)
+	must(t, os.RemoveAll(dir))
+	must(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs of every process, the audit log and the kubeconfigs are kept in %s", dir)
+		}
+	})
+	return &artifacts{dir: dir}
+}
+
+func (a *artifacts) path(name string) string { return filepath.Join(a.dir, name) }
+
+func (a *artifacts) create(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(a.path(name))
+	must(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func splitHostPort(t *testing.T, hostPort string) (string, int) {
+	t.Helper()
+	host, port, err := net.SplitHostPort(hostPort)
+	must(t, err)
+	var n int
+	_, err = fmt.Sscan(port, &n)
+	must(t, err)
+	return host, n
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

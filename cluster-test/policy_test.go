@@ -1,0 +1,231 @@
+package clustertest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// clusterAdmissionPolicy is what the test reads of policy.yaml.
+type clusterAdmissionPolicy struct {
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	Spec     struct {
+		Module                string                                       `json:"module"`
+		Mode                  string                                       `json:"mode"`
+		Rules                 []admissionregistrationv1.RuleWithOperations `json:"rules"`
+		FailurePolicy         *admissionregistrationv1.FailurePolicyType   `json:"failurePolicy"`
+		MatchPolicy           *admissionregistrationv1.MatchPolicyType     `json:"matchPolicy"`
+		MatchConditions       []admissionregistrationv1.MatchCondition     `json:"matchConditions"`
+		TimeoutSeconds        *int32                                       `json:"timeoutSeconds"`
+		ObjectSelector        *metav1.LabelSelector                        `json:"objectSelector"`
+		NamespaceSelector     *metav1.LabelSelector                        `json:"namespaceSelector"`
+		Settings              map[string]any                               `json:"settings"`
+		ContextAwareResources []map[string]string                          `json:"contextAwareResources"`
+	} `json:"spec"`
+}
+
+func readPolicy(t *testing.T) *clusterAdmissionPolicy {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "policy.yaml"))
+	must(t, err)
+	policy := &clusterAdmissionPolicy{}
+	must(t, yaml.Unmarshal(data, policy))
+	return policy
+}
+
+// policyID is the id kubewarden-controller gives a ClusterAdmissionPolicy, in policies.yml,
+// the webhook's path and the ValidatingWebhookConfiguration's name.
+func (p *clusterAdmissionPolicy) policyID() string { return "clusterwide-" + p.Metadata.Name }
+
+// kubewardenNamespace is where Kubewarden runs; the controller keeps it out of every webhook.
+const kubewardenNamespace = "kubewarden"
+
+// webhookConfiguration is the ValidatingWebhookConfiguration kubewarden-controller writes for
+// the ClusterAdmissionPolicy, with a URL instead of the policy-server's Service.
+func (p *clusterAdmissionPolicy) webhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	sideEffects := admissionregistrationv1.SideEffectClassNone
+	matchPolicy := admissionregistrationv1.Equivalent
+	if p.Spec.MatchPolicy != nil {
+		matchPolicy = *p.Spec.MatchPolicy
+	}
+	namespaceSelector := &metav1.LabelSelector{}
+	if p.Spec.NamespaceSelector != nil {
+		namespaceSelector = p.Spec.NamespaceSelector.DeepCopy()
+	}
+	namespaceSelector.MatchExpressions = append(namespaceSelector.MatchExpressions, metav1.LabelSelectorRequirement{
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{kubewardenNamespace},
+	})
+	path := "/validate/" + p.policyID()
+	endpoint := url + path
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: p.policyID()},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    p.policyID() + ".kubewarden.admission",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &endpoint, CABundle: ca},
+			Rules:                   p.Spec.Rules,
+			FailurePolicy:           p.Spec.FailurePolicy,
+			MatchPolicy:             &matchPolicy,
+			NamespaceSelector:       namespaceSelector,
+			ObjectSelector:          p.Spec.ObjectSelector,
+			SideEffects:             &sideEffects,
+			TimeoutSeconds:          p.Spec.TimeoutSeconds,
+			AdmissionReviewVersions: []string{"v1"},
+			MatchConditions:         p.Spec.MatchConditions,
+		}},
+	}
+}
+
+// policyServer is the server behind the webhook: Kubewarden's policy-server when
+// POLICY_SERVER names one, `policy-host serve` otherwise, on the same command line.
+type policyServer struct {
+	policy    *clusterAdmissionPolicy
+	bin       string
+	args      []string
+	port      int
+	readiness int
+	certFile  string
+	keyFile   string
+	ca        *x509.CertPool
+	module    string
+	// kubeconfig of the policy-server's ServiceAccount, for the context-aware lookups.
+	kubeconfig string
+	process    *process
+	starts     int
+	// root is the whole test: a server started in a step outlives the step.
+	root *testing.T
+}
+
+func newPolicyServer(t *testing.T, a *artifacts, certs *certificates, policy *clusterAdmissionPolicy, kubeconfig string) *policyServer {
+	t.Helper()
+	module := os.Getenv("ANNOTATED_POLICY")
+	if module == "" {
+		module = filepath.Join("..", "annotated-policy.wasm")
+	}
+	module, err := filepath.Abs(module)
+	must(t, err)
+	if _, err := os.Stat(module); err != nil {
+		t.Fatalf("no annotated policy module (make annotated-policy.wasm, or ANNOTATED_POLICY=): %v", err)
+	}
+	s := &policyServer{root: t, policy: policy, port: freePort(t), readiness: freePort(t), module: module, kubeconfig: kubeconfig}
+	if bin := os.Getenv("POLICY_SERVER"); bin != "" {
+		s.bin = bin
+	} else {
+		host := os.Getenv("POLICY_HOST")
+		if host == "" {
+			host = filepath.Join("..", "target", "release", "policy-host")
+		}
+		s.bin, err = filepath.Abs(host)
+		must(t, err)
+		s.args = []string{"serve"}
+	}
+	if _, err := os.Stat(s.bin); err != nil {
+		t.Fatalf("no policy server at %s (make host, or POLICY_SERVER=/path/to/policy-server): %v", s.bin, err)
+	}
+	s.certFile, s.keyFile = certs.serving(t, a.path("policy-server-certs"))
+	s.ca = x509.NewCertPool()
+	s.ca.AppendCertsFromPEM(certs.caPEM)
+	return s
+}
+
+func (s *policyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.port) }
+
+// start writes policies.yml with policy.yaml's settings, changed by overrides, in mode
+// protect, and starts the server; it returns once the server is ready.
+func (s *policyServer) start(a *artifacts, overrides map[string]any) {
+	t := s.root
+	t.Helper()
+	settings := map[string]any{}
+	for k, v := range s.policy.Spec.Settings {
+		settings[k] = v
+	}
+	for k, v := range overrides {
+		settings[k] = v
+	}
+	s.starts++
+	policies := map[string]any{
+		s.policy.policyID(): map[string]any{
+			"module":                "file://" + s.module,
+			"policyMode":            "protect",
+			"allowedToMutate":       false,
+			"settings":              settings,
+			"contextAwareResources": s.policy.Spec.ContextAwareResources,
+		},
+	}
+	out, err := yaml.Marshal(policies)
+	must(t, err)
+	policiesFile := a.path(fmt.Sprintf("policies-%d.yml", s.starts))
+	must(t, os.WriteFile(policiesFile, out, 0o644))
+	downloads := a.path("policy-downloads")
+	must(t, os.MkdirAll(downloads, 0o755))
+	args := append(append([]string{}, s.args...),
+		"--policies", policiesFile,
+		"--policies-download-dir", downloads,
+		"--addr", "127.0.0.1",
+		"--port", fmt.Sprint(s.port),
+		"--readiness-probe-port", fmt.Sprint(s.readiness),
+		"--cert-file", s.certFile,
+		"--key-file", s.keyFile,
+	)
+	s.process = startProcess(t, a, fmt.Sprintf("policy-server-%d", s.starts), s.bin, args, "KUBECONFIG="+s.kubeconfig)
+	s.waitReady(t)
+}
+
+func (s *policyServer) stop() { s.process.stop() }
+
+// waitReady polls the readiness endpoint, over TLS or plain HTTP (policy-server has served
+// both, by version), then the validate endpoint itself.
+func (s *policyServer) waitReady(t *testing.T) {
+	t.Helper()
+	tlsClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.ca}}}
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if s.process.exited() {
+			t.Fatalf("policy server exited before it was ready (log: %s)", s.process.log)
+		}
+		for _, scheme := range []string{"http", "https"} {
+			resp, err := tlsClient.Get(fmt.Sprintf("%s://127.0.0.1:%d/readiness", scheme, s.readiness))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("policy server not ready after 3m (log: %s)", s.process.log)
+}
+
+// lookupsRBAC is the ClusterRole and binding the README documents for context-aware mode.
+func lookupsRBAC(t *testing.T) []byte {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	must(t, err)
+	block := regexp.MustCompile("(?s)```yaml\n(apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n.*?)```").FindSubmatch(readme)
+	if block == nil {
+		t.Fatal("README.md has no ClusterRole block for the context-aware lookups")
+	}
+	return block[1]
+}
+
+func registerWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPolicy, s *policyServer, ca []byte) {
+	t.Helper()
+	vwc := policy.webhookConfiguration(s.url(), ca)
+	out, err := json.MarshalIndent(vwc, "", "  ")
+	must(t, err)
+	t.Logf("ValidatingWebhookConfiguration from policy.yaml:\n%s", out)
+	must(t, cp.client.Create(context.Background(), vwc))
+}
