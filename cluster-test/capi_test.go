@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,6 +82,8 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		t.Fatalf("install %s: no Deployment in %s", p.name, p.kustomization)
 	}
 
+	aggregateClusterRoles(t, cp)
+
 	namespace := deployment.GetNamespace()
 	sa, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
 	kubeconfig := cp.serviceAccountKubeconfig(t, a, namespace, sa)
@@ -105,6 +110,35 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		}
 	}
 	return &installed{process: proc, serviceAccount: namespace + "/" + sa}
+}
+
+// aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation controller
+// does, which envtest does not run: a ClusterRole with an aggregationRule gets the rules of every
+// ClusterRole its selectors match. CAPI's manager is bound to such a role
+// (capi-aggregated-manager-role).
+func aggregateClusterRoles(t *testing.T, cp *controlPlane) {
+	t.Helper()
+	ctx := context.Background()
+	roles := &rbacv1.ClusterRoleList{}
+	must(t, cp.client.List(ctx, roles))
+	for i := range roles.Items {
+		role := &roles.Items[i]
+		if role.AggregationRule == nil {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		for _, selector := range role.AggregationRule.ClusterRoleSelectors {
+			s, err := metav1.LabelSelectorAsSelector(&selector)
+			must(t, err)
+			for _, other := range roles.Items {
+				if other.Name != role.Name && s.Matches(labels.Set(other.Labels)) {
+					rules = append(rules, other.Rules...)
+				}
+			}
+		}
+		role.Rules = rules
+		must(t, cp.client.Update(ctx, role))
+	}
 }
 
 // managerArgs are the args of the Deployment's manager container with clusterctl's variable
