@@ -9,12 +9,12 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-# policy-host's cargo features (e2e-tests/Cargo.toml): `registry` (push, pull) and `bench`.
-# `run` and `annotate` need neither, so `make demo` builds the host without them (and
-# unoptimised, DEMO_HOST below); test, push and bench build it with both. Another feature set
-# is another wasmtime build (shared crates get other features), so `make test` builds the host
-# once, with both, for everything.
-HOST_FEATURES ?= --features policy-host/registry,policy-host/bench
+# policy-host's cargo features (e2e-tests/Cargo.toml): `registry` (push, pull), `bench` and
+# `serve` (policy-server's HTTP API, the kube client). `run` and `annotate` need none of them,
+# so `make demo` builds the host without them (and unoptimised, DEMO_HOST below); test, push
+# and bench build it with all three. Another feature set is another wasmtime build (shared
+# crates get other features), so `make test` builds the host once, with all, for everything.
+HOST_FEATURES ?= --features policy-host/registry,policy-host/bench,policy-host/serve
 # kwctl, when it is on PATH or KWCTL names it: the demo then evaluates and annotates with it
 # and builds no host at all. `make demo KWCTL=` ignores an installed one.
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)

@@ -13,6 +13,7 @@ use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::HostCallback;
+use crate::host_capabilities::HostCapabilities;
 
 /// A request the host forwards to its (replayed) cluster. The variant and field names are
 /// policy-evaluator's `CallbackRequestType`: they are the YAML tags and keys of a kwctl
@@ -158,6 +159,9 @@ impl Session {
 pub enum Cluster {
     /// `--replay-host-capabilities-interactions`.
     Replay(Session),
+    /// `policy-host serve`: a real cluster, through the kube crate.
+    #[cfg(feature = "serve")]
+    Kube(crate::serve::kube::KubeCluster),
     /// No session: there is no cluster to ask.
     None,
 }
@@ -169,6 +173,8 @@ pub enum Cluster {
 #[derive(Debug)]
 pub struct HostContext {
     allowed_resources: BTreeSet<(String, String)>,
+    /// policy-server's `hostCapabilities` gate; `None` (kwctl) lets every capability through.
+    host_capabilities: Option<HostCapabilities>,
     cluster: Mutex<Cluster>,
 }
 
@@ -179,6 +185,22 @@ impl HostContext {
     ) -> Arc<HostContext> {
         Arc::new(HostContext {
             allowed_resources,
+            host_capabilities: None,
+            cluster: Mutex::new(cluster),
+        })
+    }
+
+    /// A context as policy-server builds one from policies.yml: the policy's
+    /// `contextAwareResources` and its `hostCapabilities` (an empty list denies every
+    /// capability but `tracing`).
+    pub fn with_host_capabilities(
+        allowed_resources: BTreeSet<(String, String)>,
+        host_capabilities: HostCapabilities,
+        cluster: Cluster,
+    ) -> Arc<HostContext> {
+        Arc::new(HostContext {
+            allowed_resources,
+            host_capabilities: Some(host_capabilities),
             cluster: Mutex::new(cluster),
         })
     }
@@ -200,6 +222,8 @@ impl HostContext {
     pub fn leftover_exchanges(&self) -> usize {
         match &*self.lock_cluster() {
             Cluster::Replay(session) => session.len(),
+            #[cfg(feature = "serve")]
+            Cluster::Kube(_) => 0,
             Cluster::None => 0,
         }
     }
@@ -220,6 +244,14 @@ impl HostContext {
     ) -> std::result::Result<Vec<u8>, String> {
         if binding != "kubewarden" {
             return Err(format!("unknown binding: {binding}"));
+        }
+        if let Some(capabilities) = &self.host_capabilities {
+            let capability = format!("{namespace}/{operation}");
+            if namespace != "tracing" && !capabilities.is_allowed(&capability) {
+                return Err(format!(
+                    "Policy has not been granted access to the '{capability}' host capability. The violation has been reported."
+                ));
+            }
         }
         match namespace {
             "tracing" => match operation {
@@ -308,8 +340,16 @@ impl HostContext {
     }
 
     fn forward(&self, request: &CallbackRequestType) -> std::result::Result<Vec<u8>, String> {
-        let answer = match &mut *self.lock_cluster() {
+        let mut cluster = self.lock_cluster();
+        let answer = match &mut *cluster {
             Cluster::Replay(session) => session.answer(request),
+            #[cfg(feature = "serve")]
+            Cluster::Kube(kube) => {
+                // Concurrent evaluations do not wait for each other's API calls.
+                let kube = kube.clone();
+                drop(cluster);
+                kube.answer(request)
+            }
             Cluster::None => Err(
                 "kube::Client was not initialized properly: policy-host has no Kubernetes cluster; replay a kwctl session with --replay-host-capabilities-interactions"
                     .to_string(),

@@ -1,7 +1,8 @@
 //! A small Kubewarden-compatible policy host: kwctl's `run` and `annotate` for local waPC
 //! modules, built on the crates Kubewarden's policy-evaluator uses (wapc, wasmtime-provider).
-//! `push`/`pull` (feature `registry`) and the benchmarks (feature `bench`) are built only when
-//! asked for: evaluating a scenario needs neither. The scenarios themselves are read and run by
+//! `push`/`pull` (feature `registry`), the benchmarks (feature `bench`) and policy-server's
+//! HTTP API (`serve`, feature `serve`) are built only when asked for: evaluating a scenario
+//! needs none of them. The scenarios themselves are read and run by
 //! the scenario-model crate.
 
 pub mod admission;
@@ -11,8 +12,11 @@ pub mod artifacthub;
 pub mod bench;
 pub mod callbacks;
 pub mod engine;
+pub mod host_capabilities;
 pub mod metadata;
 #[cfg(feature = "registry")]
 pub mod oci;
 pub mod run;
 pub mod scenarios;
+#[cfg(feature = "serve")]
+pub mod serve;

@@ -16,6 +16,8 @@ use policy_host::engine::EngineOptions;
 #[cfg(feature = "registry")]
 use policy_host::oci::{pull_command, push_command, PullArgs, PushArgs};
 use policy_host::run::{inspect, run, RunOptions, RunReport};
+#[cfg(feature = "serve")]
+use policy_host::serve::{serve, ServeArgs};
 
 #[derive(Parser)]
 #[command(
@@ -45,6 +47,12 @@ enum Command {
     /// Benchmark a policy module on a request, as `kwctl bench`.
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
+    /// Serve policies over HTTPS with policy-server's command line and API.
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
+    #[cfg(not(feature = "serve"))]
+    #[command(hide = true)]
+    Serve(NotBuilt),
     /// In a host built without the feature: says how to get the command.
     #[cfg(not(feature = "registry"))]
     #[command(hide = true)]
@@ -86,14 +94,22 @@ struct ArtifacthubArgs {
 }
 
 /// The arguments of a command this host was built without, taken as they come.
-#[cfg(any(not(feature = "registry"), not(feature = "bench")))]
+#[cfg(any(
+    not(feature = "registry"),
+    not(feature = "bench"),
+    not(feature = "serve")
+))]
 #[derive(Args)]
 struct NotBuilt {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
 }
 
-#[cfg(any(not(feature = "registry"), not(feature = "bench")))]
+#[cfg(any(
+    not(feature = "registry"),
+    not(feature = "bench"),
+    not(feature = "serve")
+))]
 fn not_built(command: &str, feature: &str) -> Result<()> {
     anyhow::bail!(
         "this policy-host was built without `{command}` (as `make demo` builds it): build it \
@@ -290,6 +306,10 @@ fn execute(command: Command) -> Result<()> {
         Command::Pull(_) => not_built("pull", "registry"),
         #[cfg(not(feature = "bench"))]
         Command::Bench(_) => not_built("bench", "bench"),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve(&args),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve(_) => not_built("serve", "serve"),
         Command::Inspect(args) => {
             let json = inspect(&args.module)?;
             let mut stdout = std::io::stdout().lock();
