@@ -49,7 +49,7 @@ enum Command {
     Bench(BenchArgs),
     /// Serve policies over HTTPS with policy-server's command line and API.
     #[cfg(feature = "serve")]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     #[cfg(not(feature = "serve"))]
     #[command(hide = true)]
     Serve(NotBuilt),

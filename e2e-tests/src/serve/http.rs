@@ -98,9 +98,9 @@ where
                     status: rejection.status(),
                     message: rejection.body_text(),
                 };
-                eprintln!(
-                    "{} WARN policy-host serve: {path}: request refused: {} {}",
-                    now(),
+                log!(
+                    "WARN",
+                    "{path}: request refused: {} {}",
                     error.status.as_u16(),
                     error.message
                 );
@@ -155,10 +155,7 @@ fn evaluation_error(error: EvaluationError) -> (StatusCode, ApiError) {
     let message = if status == StatusCode::NOT_FOUND {
         error.to_string()
     } else {
-        eprintln!(
-            "{} ERROR policy-host serve: Evaluation error: {error}",
-            now()
-        );
+        log!("ERROR", "Evaluation error: {error}");
         "Something went wrong".to_string()
     };
     (status, ApiError { status, message })
@@ -197,9 +194,9 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {readiness_addr}"))?;
     if state.log_level <= LogLevel::Info {
-        eprintln!(
-            "{} INFO policy-host serve: {} policies loaded ({}); API on {scheme}://{addr}, readiness on http://{readiness_addr}/readiness",
-            now(),
+        log!(
+            "INFO",
+            "{} policies loaded ({}); API on {scheme}://{addr}, readiness on http://{readiness_addr}/readiness",
             state.policies.len(),
             state.policies.keys().cloned().collect::<Vec<_>>().join(", ")
         );
@@ -260,7 +257,7 @@ async fn evaluate_logged(
         let result = evaluate(&blocking_state, &blocking_id, &request, origin);
         for message in engine::take_guest_logs() {
             eprintln!(
-                "{} INFO policy console_log: policy_id={blocking_id} {message}",
+                "{}  INFO policy console_log: policy_id={blocking_id} {message}",
                 now()
             );
         }
@@ -392,9 +389,9 @@ fn process_response(
     if served.mode == PolicyMode::Monitor {
         // What the policy answered is logged; the request is allowed, unpatched, with no
         // status. Warnings and audit annotations stay.
-        eprintln!(
-            "{}  INFO policy-host serve: policy evaluation (monitor mode) policy_id={policy_id} allowed_to_mutate={} response={}",
-            now(),
+        log!(
+            "INFO",
+            "policy evaluation (monitor mode) policy_id={policy_id} allowed_to_mutate={} response={}",
             served.allowed_to_mutate,
             response.to_line()
         );

@@ -7,6 +7,18 @@
 //! Not policy-server's: registry modules, signatures, policy groups, metrics, tracing
 //! exporters, certificate reloading, daemon mode.
 
+/// One line on stderr, in tracing's text layout: `<time> LEVEL policy-host serve: <message>`.
+macro_rules! log {
+    ($level:literal, $($arg:tt)*) => {
+        eprintln!(
+            "{} {:>5} policy-host serve: {}",
+            $crate::serve::now(),
+            $level,
+            format_args!($($arg)*)
+        )
+    };
+}
+
 mod config;
 mod http;
 pub mod kube;
@@ -278,10 +290,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         ),
     ] {
         if given && log_level <= LogLevel::Warn {
-            eprintln!(
-                "{} WARN policy-host serve: {ignored} is accepted and ignored",
-                now()
-            );
+            log!("WARN", "{ignored} is accepted and ignored");
         }
     }
 
@@ -457,7 +466,7 @@ fn load_policy(
     let validation = validate_settings(&instance, &policy.settings);
     for message in engine::take_guest_logs() {
         eprintln!(
-            "{} INFO policy console_log: policy_id={id} {message}",
+            "{}  INFO policy console_log: policy_id={id} {message}",
             now()
         );
     }

@@ -46,17 +46,14 @@ pub fn server_config(files: &TlsFiles) -> Result<ServerConfig> {
             let contents = std::fs::read(path)?;
             let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&contents)
                 .filter_map(|cert| {
-                    cert.map_err(|e| {
-                        eprintln!(
-                            " WARN policy-host serve: Cannot parse client CA certificate: {e}"
-                        )
-                    })
-                    .ok()
+                    cert.map_err(|e| log!("WARN", "Cannot parse client CA certificate: {e}"))
+                        .ok()
                 })
                 .collect();
             let (added, ignored) = store.add_parsable_certificates(certs);
-            eprintln!(
-                " INFO policy-host serve: Loaded client CA certificates client_ca_certs_added={added} client_ca_certs_ignored={ignored}"
+            log!(
+                "INFO",
+                "Loaded client CA certificates client_ca_certs_added={added} client_ca_certs_ignored={ignored}"
             );
         }
         let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(store), provider())
@@ -78,10 +75,8 @@ fn load_server_cert_and_key(
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_contents)
         .filter_map(|cert| {
             // sic: policy-server's text for the server certificate too.
-            cert.map_err(|e| {
-                eprintln!(" WARN policy-host serve: Cannot parse client CA certificate: {e}")
-            })
-            .ok()
+            cert.map_err(|e| log!("WARN", "Cannot parse client CA certificate: {e}"))
+                .ok()
         })
         .collect();
     if certs.len() != 1 {
@@ -92,7 +87,7 @@ fn load_server_cert_and_key(
     }
     let mut keys: Vec<PrivateKeyDer<'static>> = PrivateKeyDer::pem_slice_iter(&key_contents)
         .filter_map(|key| {
-            key.map_err(|e| eprintln!(" WARN policy-host serve: Cannot parse private key: {e}"))
+            key.map_err(|e| log!("WARN", "Cannot parse private key: {e}"))
                 .ok()
         })
         .collect();
@@ -123,7 +118,7 @@ impl TlsListener {
                     Ok(accepted) => accepted,
                     Err(e) => {
                         // As axum's serve: out of file descriptors and the like pass.
-                        eprintln!(" WARN policy-host serve: accept error: {e}");
+                        log!("WARN", "accept error: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
@@ -136,13 +131,9 @@ impl TlsListener {
                             let _ = sender.send((tls, peer)).await;
                         }
                         Ok(Err(e)) => {
-                            eprintln!(
-                                " WARN policy-host serve: TLS handshake with {peer} failed: {e}"
-                            )
+                            log!("WARN", "TLS handshake with {peer} failed: {e}")
                         }
-                        Err(_) => eprintln!(
-                            " WARN policy-host serve: TLS handshake with {peer} timed out"
-                        ),
+                        Err(_) => log!("WARN", "TLS handshake with {peer} timed out"),
                     }
                 });
             }
