@@ -21,7 +21,7 @@ KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 # What annotates and scaffolds: kwctl when there is one, policy-host otherwise (same output).
 KUBEWARDEN_CLI = $(or $(strip $(KWCTL)),$(HOST))
 
-.PHONY: all demo test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
+.PHONY: all demo test cluster-test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test FORCE
 
 all: annotated-policy.wasm
@@ -126,7 +126,15 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 preflight:
 	$(CARGO) test --locked -p capi-rollout-check
 
-test: fmt-check clippy unit e2e preflight playground-test
+test: fmt-check clippy unit e2e preflight playground-test cluster-test
+
+# The policy in front of a real control plane (cluster-test/README.md): etcd, kube-apiserver,
+# kubectl and CAPI's managers built from the Go modules cluster-test/go.mod pins (into
+# target/cluster-bin/, reused while go.sum is unchanged), the requests CAPI and kubectl really
+# send. `make cluster-test POLICY_SERVER=/path/to/policy-server` runs it against Kubewarden's
+# policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/.
+cluster-test: annotated-policy.wasm $(HOST)
+	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
 
 # The browser playground (playground/README.md): the rules built a second time, for
 # wasm32-unknown-unknown with wasm-bindgen, a static page, the e2e scenarios as its examples.

@@ -24,6 +24,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,8 @@ type testCluster struct {
 	// The controller identities CAPI's managers really run as.
 	capiManager, cabpk string
 	capiLog, cabpkLog  string
+	// The policy-server's ServiceAccount, as the README's RBAC binds it.
+	policyServerSA rbacv1.Subject
 }
 
 func TestCluster(t *testing.T) {
@@ -91,12 +94,14 @@ func TestCluster(t *testing.T) {
 			}
 		}
 		// The policy-server's ServiceAccount with the RBAC the README documents.
-		c.cp.createNamespace(t, kubewardenNamespace)
+		rbac := readObjects(t, lookupsRBAC(t))
+		c.policyServerSA = serviceAccountOf(t, rbac)
+		c.cp.createNamespace(t, c.policyServerSA.Namespace)
 		must(t, c.cp.client.Create(context.Background(), &corev1.ServiceAccount{
-			ObjectMeta: metav1.ObjectMeta{Name: "policy-server-default", Namespace: kubewardenNamespace},
+			ObjectMeta: metav1.ObjectMeta{Name: c.policyServerSA.Name, Namespace: c.policyServerSA.Namespace},
 		}))
-		c.cp.createAll(t, readObjects(t, lookupsRBAC(t)))
-		kubeconfig := c.cp.serviceAccountKubeconfig(t, a, kubewardenNamespace, "policy-server-default")
+		c.cp.createAll(t, rbac)
+		kubeconfig := c.cp.serviceAccountKubeconfig(t, a, c.policyServerSA.Namespace, c.policyServerSA.Name)
 		c.server = newPolicyServer(t, a, ca, c.policy, kubeconfig)
 		c.server.start(a, nil)
 		registerWebhook(t, c.cp, c.policy, c.server, ca.caPEM)
@@ -356,6 +361,13 @@ func (c *testCluster) contextAware(t *testing.T) {
 	since := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
 
+	// What the README's RBAC grants the policy-server, as the API server answers it.
+	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
+		r := c.person.run(t, "auth", "can-i", "list", resource, "-n", namespace, "--as", "system:serviceaccount:"+c.policyServerSA.Namespace+":"+c.policyServerSA.Name)
+		if strings.TrimSpace(r.stdout) != "yes" {
+			t.Errorf("the policy-server's ServiceAccount may not list %s: %s %s", resource, r.stdout, r.stderr)
+		}
+	}
 	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch)
 	if r.err != nil {
 		t.Errorf("the edit of rotated-out pool-1-a was refused: %v\n%s", r.err, r.stderr)
@@ -528,6 +540,25 @@ func (c *testCluster) clusterCA(t *testing.T) (cert, key []byte) {
 	t.Helper()
 	ca := newCA(t)
 	return ca.caPEM, ca.keyPEM(t)
+}
+
+// serviceAccountOf: the ServiceAccount the README's ClusterRoleBinding grants the lookups to.
+func serviceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1.Subject {
+	t.Helper()
+	for _, obj := range objects {
+		if obj.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		binding := &rbacv1.ClusterRoleBinding{}
+		must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, binding))
+		for _, subject := range binding.Subjects {
+			if subject.Kind == rbacv1.ServiceAccountKind {
+				return subject
+			}
+		}
+	}
+	t.Fatal("the README's lookup RBAC binds no ServiceAccount")
+	return rbacv1.Subject{}
 }
 
 func controlledByPool(u *unstructured.Unstructured, pool string) bool {

@@ -162,6 +162,9 @@ func (s *policyServer) start(a *artifacts, overrides map[string]any) {
 			"allowedToMutate":       false,
 			"settings":              settings,
 			"contextAwareResources": s.policy.Spec.ContextAwareResources,
+			// kubewarden-controller grants a ClusterAdmissionPolicy every host capability;
+			// since Kubewarden 1.35 a policy-server denies those policies.yml does not list.
+			"hostCapabilities": []string{"*"},
 		},
 	}
 	out, err := yaml.Marshal(policies)
