@@ -175,7 +175,9 @@ fn test_push_and_bench_build_the_host_with_every_feature() {
         assert!(!builds.is_empty(), "{target:?}: {dry_run}");
         for build in builds {
             assert!(
-                build.contains("--features policy-host/registry,policy-host/bench,policy-host/serve"),
+                build.contains(
+                    "--features policy-host/registry,policy-host/bench,policy-host/serve"
+                ),
                 "{target:?}: {build}"
             );
         }
