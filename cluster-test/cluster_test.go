@@ -106,7 +106,11 @@ func TestCluster(t *testing.T) {
 		c.server.start(a, nil)
 		registerWebhook(t, c.cp, c.policy, c.server, ca.caPEM)
 		// A person, not a controller: a platform engineer with cluster-admin.
-		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team")}
+		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team"), dir: a.dir}
+		// The person's Git checkout: the manifests of testdata/fleet.
+		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml"} {
+			must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
+		}
 		c.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.personName})
 	}
 
@@ -180,7 +184,7 @@ spec:
 		clusterName, namespace, c.cp.host, c.cp.port, clusterName))})
 
 	// The person applies the pool and its config, as from a Git repository.
-	for _, file := range []string{"testdata/fleet/pool-1-a.yaml", "testdata/fleet/pool-1.yaml"} {
+	for _, file := range []string{"pool-1-a.yaml", "pool-1.yaml"} {
 		r := c.person.run(t, "apply", "-f", file)
 		if r.err != nil {
 			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
@@ -211,8 +215,8 @@ spec:
 func (c *testCluster) reapply(t *testing.T) {
 	since := time.Now()
 	for _, args := range [][]string{
-		{"apply", "-f", "testdata/fleet/pool-1-a.yaml", "-f", "testdata/fleet/pool-1.yaml"},
-		{"apply", "--server-side", "-f", "testdata/fleet/pool-1-a.yaml", "-f", "testdata/fleet/pool-1.yaml"},
+		{"apply", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
+		{"apply", "--server-side", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
 	} {
 		r := c.person.run(t, args...)
 		if r.err != nil {
@@ -259,17 +263,20 @@ const (
 
 func (c *testCluster) personEdits(t *testing.T) {
 	before := c.get(t, kubeadmConfigGVK, "pool-1-a")
-	edited := strings.Replace(string(readFile(t, "testdata/fleet/pool-1-a.yaml")), "262144", "524288", 1)
-	editedFile := c.a.path("pool-1-a-edited.yaml")
-	must(t, os.WriteFile(editedFile, []byte(edited), 0o644))
+	// The person changes the sysctl in the file and applies it.
+	original := readFile(t, c.a.path("pool-1-a.yaml"))
+	edited := strings.Replace(string(original), "262144", "524288", 1)
+	editedFile := "pool-1-a.yaml"
+	must(t, os.WriteFile(c.a.path(editedFile), []byte(edited), 0o644))
+	defer func() { must(t, os.WriteFile(c.a.path(editedFile), original, 0o644)) }()
 
 	// kubectl replace sends the whole object back, with its resourceVersion.
 	replaced := before.DeepCopy()
 	files, _, _ := unstructured.NestedSlice(replaced.Object, "spec", "files")
 	files[0].(map[string]any)["content"] = editedContent
 	must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
-	replaceFile := c.a.path("pool-1-a-replace.yaml")
-	must(t, os.WriteFile(replaceFile, toYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
+	replaceFile := "pool-1-a-replace.yaml"
+	must(t, os.WriteFile(c.a.path(replaceFile), toYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
 
 	remediation := `set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`
@@ -309,6 +316,11 @@ func (c *testCluster) personEdits(t *testing.T) {
 			}
 			if tc.name == "kubectl apply" && !dryRun {
 				must(t, os.WriteFile(c.a.path("real-rejection.txt"), []byte(r.stderr), 0o644))
+				// The README shows what kubectl printed here, to the byte: the suggested
+				// name is a hash of the spec, so the text is the same on every run.
+				if readme := readFile(t, filepath.Join("..", "README.md")); !strings.Contains(string(readme), "\n"+r.stderr) {
+					t.Errorf("README.md's \"A real rejection\" is not what kubectl printed:\n%s", r.stderr)
+				}
 			}
 		}
 	}
@@ -325,9 +337,9 @@ func (c *testCluster) personEdits(t *testing.T) {
 func (c *testCluster) rotation(t *testing.T) {
 	since := time.Now()
 	// The rotation as the README tells it: a new config with the desired spec, then the ref.
-	newConfig := strings.NewReplacer("name: pool-1-a", "name: pool-1-b", "262144", "524288").Replace(string(readFile(t, "testdata/fleet/pool-1-a.yaml")))
-	newFile := c.a.path("pool-1-b.yaml")
-	must(t, os.WriteFile(newFile, []byte(newConfig), 0o644))
+	newConfig := strings.NewReplacer("name: pool-1-a", "name: pool-1-b", "262144", "524288").Replace(string(readFile(t, c.a.path("pool-1-a.yaml"))))
+	newFile := "pool-1-b.yaml"
+	must(t, os.WriteFile(c.a.path(newFile), []byte(newConfig), 0o644))
 	for _, args := range [][]string{
 		{"apply", "-f", newFile},
 		{"patch", "machinepool", poolName, "-n", namespace, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"pool-1-b"}}}}}}`},

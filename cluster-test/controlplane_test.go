@@ -190,6 +190,9 @@ func readObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 type kubectl struct {
 	bin        string
 	kubeconfig string
+	// dir is where kubectl runs: the artifacts folder, so that files are named as a person
+	// names them (kubectl prints the name in its errors).
+	dir string
 }
 
 type kubectlResult struct {
@@ -200,6 +203,7 @@ type kubectlResult struct {
 func (k kubectl) run(t *testing.T, args ...string) kubectlResult {
 	t.Helper()
 	cmd := exec.Command(k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
+	cmd.Dir = k.dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
