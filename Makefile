@@ -31,18 +31,14 @@ wasm-target:
 
 # binaryen's wasm-opt (Debian package binaryen) is part of the build: -O3 over cargo's output
 # takes 12 % off the module and 4-8 % off the guest's instructions (BENCHMARKS.md). Installed
-# here when missing, as rustup's target above. Debian's binaryen 108 cannot read the
-# target_features section the release profile strips, hence the explicit features, which are
-# the ones rustc enables for wasm32-wasip1.
+# here when missing (.ci/system-packages), as rustup's target above. Debian's binaryen 108
+# cannot read the target_features section the release profile strips, hence the explicit
+# features, which are the ones rustc enables for wasm32-wasip1.
 WASM_OPT ?= wasm-opt
 WASM_OPT_FLAGS := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
 	--enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types -O3
 wasm-opt:
-	@command -v $(WASM_OPT) >/dev/null || { \
-		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-			apt-get install -y --no-install-recommends binaryen >/dev/null || \
-			{ apt-get update >/dev/null && apt-get install -y --no-install-recommends binaryen >/dev/null; }; \
-		else echo "wasm-opt not found: install binaryen (apt-get install binaryen)" >&2; exit 1; fi; }
+	@command -v $(WASM_OPT) >/dev/null || .ci/system-packages demo
 
 # cargo's output before wasm-opt, kept for `make bench` (its size and speed are reported).
 CARGO_WASM := target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm
@@ -87,12 +83,21 @@ $(DEMO_HOST): FORCE
 # What annotates the module: kwctl or policy-host, the same arguments, the same output.
 ANNOTATE := annotate -m metadata.yml -u README.md -o annotated-policy.wasm policy.wasm
 
+# Before anything is built: the Debian packages each command needs (.ci/system-packages holds
+# the list), installed when running as root with apt-get, otherwise named with the command to
+# run. Listed first, so a serial make does this in its first seconds.
+.PHONY: system-packages-demo system-packages-test
+system-packages-demo:
+	@.ci/system-packages demo
+system-packages-test:
+	@.ci/system-packages test
+
 ifneq ($(strip $(KWCTL)),)
 annotated-policy.wasm: policy.wasm metadata.yml README.md
 	$(KWCTL) $(ANNOTATE)
 
 # Through kwctl: only the policy module and the table runner (no wasmtime, a debug build).
-demo: annotated-policy.wasm
+demo: system-packages-demo annotated-policy.wasm
 	$(CARGO) run --locked --quiet -p scenario-model --bin scenarios -- \
 		--kwctl $(KWCTL) --module annotated-policy.wasm e2e-tests/scenarios
 else
@@ -101,7 +106,7 @@ annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
 
 # Without kwctl: the host as `run` and `annotate` need it (no registry client, no benchmarks),
 # unoptimised (cargo profile `demo`): half the build time, the same verdicts.
-demo: policy.wasm $(DEMO_HOST)
+demo: system-packages-demo policy.wasm $(DEMO_HOST)
 	$(DEMO_HOST) $(ANNOTATE)
 	target/demo/scenarios --host $(DEMO_HOST) --module annotated-policy.wasm e2e-tests/scenarios
 endif
@@ -126,7 +131,7 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 preflight:
 	$(CARGO) test --locked -p capi-rollout-check
 
-test: fmt-check clippy unit e2e preflight playground-test cluster-test
+test: system-packages-test fmt-check clippy unit e2e preflight playground-test cluster-test
 
 # The policy in front of a real control plane (cluster-test/README.md): etcd, kube-apiserver,
 # kubectl and CAPI's managers built from the Go modules cluster-test/go.mod pins (into
@@ -260,7 +265,7 @@ $(LINT_VENV)/.installed: .ci/requirements-lint.txt
 	@touch $@
 lint-actions: $(LINT_VENV)/.installed
 	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
-	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run .ci/release
+	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run .ci/release .ci/system-packages cluster-test/*.sh cluster-test/hack/*.sh
 	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
 lint: lint-actions
 test: lint-actions

@@ -164,3 +164,80 @@ func summarize(t *testing.T, title string, events []auditEvent) {
 	}
 	t.Log(b.String())
 }
+
+// verdict is one line `policy-host serve` logs per request it judged.
+type verdict struct {
+	user, kind, operation string
+	allowed               bool
+	warnings              int
+}
+
+// readVerdicts reads the validation lines of policy-host serve's logs (the real
+// policy-server logs in its own format: then there are none, and ok is false).
+func readVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
+	t.Helper()
+	for _, log := range logs {
+		data, err := os.ReadFile(log)
+		must(t, err)
+		for _, line := range strings.Split(string(data), "\n") {
+			_, fields, found := strings.Cut(line, "policy-host serve: validation ")
+			if !found {
+				continue
+			}
+			ok = true
+			fields, _, _ = strings.Cut(fields, " message=")
+			v := verdict{}
+			for _, field := range strings.Fields(fields) {
+				key, value, _ := strings.Cut(field, "=")
+				switch key {
+				case "user":
+					v.user = value
+				case "kind":
+					v.kind = value
+				case "operation":
+					v.operation = value
+				case "allowed":
+					v.allowed = value == "true"
+				case "warnings":
+					fmt.Sscan(value, &v.warnings)
+				}
+			}
+			verdicts = append(verdicts, v)
+		}
+	}
+	return verdicts, ok
+}
+
+// summarizeVerdicts prints what the policy server judged, by user, kind and operation.
+func summarizeVerdicts(t *testing.T, verdicts []verdict) {
+	t.Helper()
+	type key struct{ user, kind, operation string }
+	type count struct{ all, allowed, warned int }
+	counts := map[key]*count{}
+	var keys []key
+	for _, v := range verdicts {
+		k := key{v.user, v.kind, v.operation}
+		if counts[k] == nil {
+			counts[k] = &count{}
+			keys = append(keys, k)
+		}
+		counts[k].all++
+		if v.allowed {
+			counts[k].allowed++
+		}
+		if v.warnings > 0 {
+			counts[k].warned++
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return fmt.Sprint(keys[i]) < fmt.Sprint(keys[j])
+	})
+	var b strings.Builder
+	b.WriteString("what the policy judged (policy server's log):\n")
+	fmt.Fprintf(&b, "  %-85s %-14s %-9s %5s %7s %6s\n", "user", "kind", "operation", "seen", "allowed", "warned")
+	for _, k := range keys {
+		c := counts[k]
+		fmt.Fprintf(&b, "  %-85s %-14s %-9s %5d %7d %6d\n", k.user, k.kind, k.operation, c.all, c.allowed, c.warned)
+	}
+	t.Log(b.String())
+}

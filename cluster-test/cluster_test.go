@@ -253,6 +253,7 @@ func (c *testCluster) tokenRotations(t *testing.T) {
 	}
 	c.checkNoWarningsTo(t, c.cabpkLog)
 	c.checkControllersAdmitted(t, since)
+	c.checkControllersJudged(t, true)
 }
 
 // The edit: the sysctl file's content, and max-pods.
@@ -441,6 +442,7 @@ func (c *testCluster) noControllerRefused(t *testing.T) {
 	events := readAudit(t, c.cp.auditLog)
 	summarize(t, "the whole run", events)
 	c.checkControllersAdmitted(t, time.Time{})
+	c.checkControllersJudged(t, true)
 }
 
 // --- checks ---
@@ -457,6 +459,33 @@ func (c *testCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
 		if e.User.Username == c.capiManager || e.User.Username == c.cabpk {
 			t.Errorf("the policy refused CAPI's own write: %s", e)
 		}
+	}
+}
+
+// checkControllersJudged: the policy server saw the controllers' requests, allowed every one
+// and warned none (from policy-host serve's log; the real policy-server's log is not read).
+func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
+	t.Helper()
+	logs, err := filepath.Glob(c.a.path("policy-server-*.log"))
+	must(t, err)
+	verdicts, ok := readVerdicts(t, logs)
+	if !ok {
+		t.Log("the policy server's log is not policy-host's: what it judged is read from the audit log only")
+		return
+	}
+	summarizeVerdicts(t, verdicts)
+	seen := 0
+	for _, v := range verdicts {
+		if v.user != c.capiManager && v.user != c.cabpk {
+			continue
+		}
+		seen++
+		if !v.allowed || v.warnings > 0 {
+			t.Errorf("the policy judged a controller's %s of a %s: allowed=%t, %d warnings", v.operation, v.kind, v.allowed, v.warnings)
+		}
+	}
+	if wantSeen && seen == 0 {
+		t.Error("the policy server saw no request of CAPI's controllers")
 	}
 }
 
