@@ -23,5 +23,6 @@ else
 	exit 1
 fi
 command -v ip >/dev/null || { echo "cluster-test: no ip command: apt-get install iproute2" >&2; exit 1; }
+# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
 CLUSTER_BIN=$bin GOPROXY=off "${netns[@]}" sh -c \
 	'ip link set lo up && exec "$0" -test.v -test.timeout 30m -test.run TestCluster' "$test_binary"
