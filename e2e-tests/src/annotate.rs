@@ -1,7 +1,10 @@
-//! `policy-host annotate`: kwctl's `annotate.rs` and `backend.rs`. The metadata file is
-//! parsed and validated as policy-evaluator does, the protocol version is asked of the module
-//! itself (`protocol_version` waPC call), `-u` becomes the `io.kubewarden.policy.usage`
-//! annotation, and the JSON goes into the `io.kubewarden.metadata` custom section.
+//! `policy-host annotate`: kwctl's `annotate.rs` and `backend.rs` (Kubewarden 1.35). The
+//! metadata file is parsed and validated as policy-evaluator does, the protocol version is
+//! asked of the module itself (`protocol_version` waPC call), `io.kubewarden.kwctl` names the
+//! tool that annotated, `-u` becomes the `io.kubewarden.policy.usage` annotation, the host
+//! capabilities the module calls are compared with metadata's `hostCapabilities` (kwctl's
+//! warnings, [`crate::wasm_scanner`]), and the JSON goes into the `io.kubewarden.metadata`
+//! custom section.
 
 use std::path::{Path, PathBuf};
 
@@ -10,9 +13,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::callbacks::HostContext;
 use crate::engine::{EngineOptions, Policy};
 use crate::metadata::{
-    self, ExecutionMode, Metadata, ProtocolVersion, METADATA_SECTION, USAGE_ANNOTATION,
+    self, ExecutionMode, Metadata, ProtocolVersion, ANNOTATED_BY, KWCTL_ANNOTATION,
+    METADATA_SECTION, USAGE_ANNOTATION,
 };
 use crate::run::is_rego_policy;
+use crate::wasm_scanner;
 
 #[derive(Clone, Debug, Default)]
 pub struct AnnotateOptions {
@@ -23,7 +28,14 @@ pub struct AnnotateOptions {
     pub engine: EngineOptions,
 }
 
-pub fn annotate(options: &AnnotateOptions) -> Result<Metadata> {
+/// What annotate wrote, and kwctl's warnings about it (for stderr).
+#[derive(Debug)]
+pub struct Annotated {
+    pub metadata: Metadata,
+    pub warnings: Vec<String>,
+}
+
+pub fn annotate(options: &AnnotateOptions) -> Result<Annotated> {
     let usage = options
         .usage_path
         .as_ref()
@@ -36,6 +48,7 @@ pub fn annotate(options: &AnnotateOptions) -> Result<Metadata> {
     wasmparser::Validator::new()
         .validate_all(&module)
         .map_err(|e| anyhow!("Error parsing wasm module: {}", e))?;
+    let detected = wasm_scanner::detect(&module)?;
 
     let metadata = prepare_metadata(
         &module,
@@ -43,10 +56,11 @@ pub fn annotate(options: &AnnotateOptions) -> Result<Metadata> {
         usage.as_deref(),
         &options.engine,
     )?;
+    let warnings = wasm_scanner::mismatch_warnings(&detected, metadata.host_capabilities.as_ref());
     let annotated = metadata::set_custom_section(&module, METADATA_SECTION, &metadata.to_json()?)?;
     std::fs::write(&options.output, annotated)
         .with_context(|| format!("cannot write {}", options.output.display()))?;
-    Ok(metadata)
+    Ok(Annotated { metadata, warnings })
 }
 
 fn prepare_metadata(
@@ -80,11 +94,11 @@ fn prepare_metadata(
         }
     });
 
+    // As kwctl: always there (metadata.yml's own value is replaced), the usage after it.
+    let annotations = metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert(KWCTL_ANNOTATION.to_string(), ANNOTATED_BY.to_string());
     if let Some(usage) = usage {
-        metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(USAGE_ANNOTATION.to_string(), usage.to_string());
+        annotations.insert(USAGE_ANNOTATION.to_string(), usage.to_string());
     }
 
     metadata

@@ -20,3 +20,4 @@ pub mod run;
 pub mod scenarios;
 #[cfg(feature = "serve")]
 pub mod serve;
+pub mod wasm_scanner;

@@ -274,13 +274,16 @@ fn execute(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Annotate(args) => {
-            annotate(&AnnotateOptions {
+            let annotated = annotate(&AnnotateOptions {
                 module: args.module,
                 metadata_path: args.metadata_path,
                 usage_path: args.usage_path,
                 output: args.output_path,
                 engine: args.engine.options(),
             })?;
+            for warning in &annotated.warnings {
+                eprintln!(" WARN policy-host: {warning}");
+            }
             Ok(())
         }
         #[cfg(feature = "bench")]

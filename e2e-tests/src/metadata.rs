@@ -9,6 +9,17 @@ use serde::{Deserialize, Serialize};
 
 pub const METADATA_SECTION: &str = "io.kubewarden.metadata";
 pub const USAGE_ANNOTATION: &str = "io.kubewarden.policy.usage";
+/// The annotation kwctl's annotate sets on every module, to its own version (policy-evaluator
+/// `KUBEWARDEN_ANNOTATION_KWCTL_VERSION`), replacing any value metadata.yml gives it.
+pub const KWCTL_ANNOTATION: &str = "io.kubewarden.kwctl";
+/// What policy-host's annotate writes there: its own name and version, not a kwctl version it
+/// is not. Nothing in Kubewarden reads the value back; `kwctl inspect` lists it among the
+/// annotations, and a push copies it to the OCI manifest.
+pub const ANNOTATED_BY: &str = concat!(env!("CARGO_PKG_NAME"), " ", env!("CARGO_PKG_VERSION"));
+/// The Kubewarden release whose kwctl policy-host follows (its `annotate` host-capability
+/// check, its `run`), and so the version `run` compares a module's `minimumKubewardenVersion`
+/// with, as kwctl compares it with its own.
+pub const KUBEWARDEN_VERSION: semver::Version = semver::Version::new(1, 35, 0);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ProtocolVersion {
@@ -176,6 +187,24 @@ impl Metadata {
     pub fn to_json(&self) -> Result<Vec<u8>> {
         Ok(serde_json::to_vec(self)?)
     }
+}
+
+/// kwctl's `has_minimum_kubewarden_version` (`backend.rs`), which `kwctl run` and `bench`
+/// apply to an annotated module: the host must be at least the minimum's major.minor (its
+/// patch and pre-release ignored, "Kubewarden stack version ignore patch version number").
+/// policy-server makes the same check when it loads a policy and, unless started with
+/// `--continue-on-errors`, refuses to start.
+pub fn check_minimum_kubewarden_version(metadata: Option<&Metadata>) -> Result<()> {
+    let Some(minimum) = metadata.and_then(|m| m.minimum_kubewarden_version.as_ref()) else {
+        return Ok(());
+    };
+    let required = semver::Version::new(minimum.major, minimum.minor, 0);
+    if KUBEWARDEN_VERSION < required {
+        bail!(
+            "Policy required Kubewarden version {required} or greater. But it's running on {KUBEWARDEN_VERSION}"
+        );
+    }
+    Ok(())
 }
 
 /// Kubernetes' check of a rule's resources, as transposed by policy-evaluator.
@@ -378,6 +407,36 @@ annotations:
             .unwrap_err()
             .to_string()
             .contains("unknown variant `PATCH`"));
+    }
+
+    #[test]
+    fn minimum_kubewarden_version_ignores_patch_and_pre_release() {
+        let with = |minimum: Option<&str>| {
+            let mut m = metadata(GOOD);
+            m.minimum_kubewarden_version = minimum.map(|v| semver::Version::parse(v).unwrap());
+            check_minimum_kubewarden_version(Some(&m)).map_err(|e| e.to_string())
+        };
+        assert_eq!(check_minimum_kubewarden_version(None).ok(), Some(()));
+        assert_eq!(with(None), Ok(()));
+        assert_eq!(with(Some("1.33.0")), Ok(()));
+        assert_eq!(with(Some(&KUBEWARDEN_VERSION.to_string())), Ok(()));
+        // 1.35.7 and 1.35.1-rc1 ask for 1.35, which this host is.
+        assert_eq!(with(Some("1.35.7")), Ok(()));
+        assert_eq!(with(Some("1.35.1-rc1")), Ok(()));
+        assert_eq!(
+            with(Some("1.36.0-rc1")),
+            Err(
+                "Policy required Kubewarden version 1.36.0 or greater. But it's running on 1.35.0"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            with(Some("2.0.3")),
+            Err(
+                "Policy required Kubewarden version 2.0.0 or greater. But it's running on 1.35.0"
+                    .to_string()
+            )
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::admission::{
 };
 use crate::callbacks::{Cluster, HostContext, Session};
 use crate::engine::{self, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED};
-use crate::metadata::{ExecutionMode, Metadata, PolicyType};
+use crate::metadata::{self, ExecutionMode, Metadata, PolicyType};
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -76,6 +76,7 @@ pub fn load(options: &RunOptions, report: &mut RunReport) -> Result<Loaded> {
     let module = std::fs::read(&options.module)
         .with_context(|| format!("cannot read policy module {}", options.module.display()))?;
     let metadata = Metadata::from_module(&module)?;
+    metadata::check_minimum_kubewarden_version(metadata.as_ref())?;
     check_execution_mode(metadata.as_ref(), &module)?;
 
     let allowed_resources =
