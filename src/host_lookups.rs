@@ -8,11 +8,21 @@ use serde::Serialize;
 use crate::lookups::{ListRequest, Lookups};
 use kubewarden_policy_sdk::wapc_guest;
 
+/// Every host capability the module calls, `namespace/operation`: what metadata.yml's
+/// `hostCapabilities` declares (tests/manifests.rs) and what `kwctl annotate` finds in the
+/// module (e2e-tests/tests/annotate_shipped.rs). This module is the only code that calls the
+/// host.
+pub const HOST_CAPABILITIES: [&str; 1] = ["kubernetes/list_resources_by_namespace"];
+
 /// The payload of Kubewarden's `kubernetes/list_resources_by_namespace` host call, field for
 /// field as the SDK's `ListResourcesByNamespaceRequest` writes it: absent selectors as `null`,
 /// the field masks sorted and without repeats as the SDK's `BTreeSet` writes them (lookups.rs
 /// keeps its masks so; a test below holds it). The SDK's own type needs its `cluster-context`
-/// feature and with it k8s-openapi, which nothing else here uses.
+/// feature and with it k8s-openapi, which nothing else here uses. Hosts older than Kubewarden
+/// 1.33 do not know `field_masks` (their request type has no such field, and serde skips
+/// unknown ones) and answer with whole objects, which the rules read the same way
+/// (tests/context_aware.rs); metadata.yml's `minimumKubewardenVersion` keeps them from loading
+/// the module at all.
 #[derive(Serialize)]
 struct ListResourcesByNamespaceRequest<'a> {
     api_version: &'a str,
@@ -90,6 +100,11 @@ mod tests {
         assert_eq!(
             sent[0].0,
             "kubewarden/kubernetes/list_resources_by_namespace"
+        );
+        // The capability the call uses is one the module declares.
+        assert_eq!(
+            HOST_CAPABILITIES,
+            [sent[0].0.strip_prefix("kubewarden/").unwrap()]
         );
         assert_eq!(
             String::from_utf8(sent[0].1.clone()).unwrap(),

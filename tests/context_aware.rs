@@ -3,6 +3,7 @@
 //! back to the ownerReference rules with a warning, never an error.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use capi_bootstrap_rollout_policy::engine::evaluate_with;
 use capi_bootstrap_rollout_policy::lookups::{
@@ -18,7 +19,45 @@ struct FakeCluster {
     pools: Vec<Value>,
     configs: Vec<Value>,
     fail: Option<&'static str>,
+    /// Answer as Kubewarden 1.33 and later do, each object pruned to the request's field
+    /// masks; without it, as older hosts do (they ignore the masks) and as this fake did.
+    apply_masks: bool,
     calls: RefCell<Vec<String>>,
+}
+
+/// policy-evaluator's field masks (Kubewarden 1.33): a tree of dotted paths; an object keeps
+/// only the keys on a path, a list on the way is pruned element by element, and below a
+/// path's last segment everything is kept.
+#[derive(Default)]
+struct FieldMask(BTreeMap<String, FieldMask>);
+
+impl FieldMask {
+    fn new(paths: &[&str]) -> FieldMask {
+        let mut root = FieldMask::default();
+        for path in paths {
+            let mut node = &mut root;
+            for part in path.split('.') {
+                node = node.0.entry(part.to_string()).or_default();
+            }
+        }
+        root
+    }
+
+    fn prune(&self, value: &mut Value) {
+        if self.0.is_empty() {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                map.retain(|key, _| self.0.contains_key(key));
+                for (key, child) in map.iter_mut() {
+                    self.0[key].prune(child);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.prune(item)),
+            _ => {}
+        }
+    }
 }
 
 impl Lookups for FakeCluster {
@@ -47,6 +86,12 @@ impl Lookups for FakeCluster {
                 None => true,
             })
             .cloned()
+            .map(|mut item| {
+                if self.apply_masks {
+                    FieldMask::new(request.field_masks).prune(&mut item);
+                }
+                item
+            })
             .collect();
         Ok(list_answer(&items))
     }
@@ -418,4 +463,92 @@ fn a_machine_pool_update_that_keeps_its_ref_looks_nothing_up() {
         1,
         "the rotation's target is looked up"
     );
+}
+
+/// An object as the API server serves it: labels, managed fields, replicas and status besides
+/// what the fixtures above spell out, none of which the field masks keep.
+fn as_served(mut object: Value) -> Value {
+    object["metadata"]["labels"] = json!({"cluster.x-k8s.io/cluster-name": "prod"});
+    object["metadata"]["managedFields"] = json!([{"manager": "clusterctl", "operation": "Apply"}]);
+    object["metadata"]["resourceVersion"] = json!("4711");
+    if object["kind"] != "KubeadmConfig" {
+        object["spec"]["replicas"] = json!(3);
+        object["status"] = json!({"phase": "Running", "replicas": 3});
+    }
+    object
+}
+
+#[test]
+fn the_fake_prunes_as_policy_evaluator_does() {
+    let mut served = as_served(pool("workers", "workers-1"));
+    served["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:00:00Z");
+    FieldMask::new(&MACHINE_POOL_FIELDS).prune(&mut served);
+    assert_eq!(
+        served,
+        json!({"metadata": {"name": "workers", "uid": "uid-workers", "deletionTimestamp": "2026-11-29T10:00:00Z"},
+               "spec": {"template": {"spec": {"bootstrap": {
+                   "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "workers-1"},
+                   "dataSecretName": "workers-1"}}}}})
+    );
+    let mut list = json!({"a": [{"b": 1, "c": 2}, {"b": 3}], "d": 4});
+    FieldMask::new(&["a.b"]).prune(&mut list);
+    assert_eq!(list, json!({"a": [{"b": 1}, {"b": 3}]}));
+}
+
+fn rotated(to: &str) -> Value {
+    request(
+        "UPDATE",
+        Some(&pool("workers", to)),
+        Some(&pool("workers", "workers-1")),
+    )
+}
+
+/// Kubewarden 1.33 and later prune a lookup's answer to the field masks the policy sends;
+/// older hosts ignore the masks (their request type has no such field) and return whole
+/// objects. The rules read only masked fields, so every verdict is the same either way: on an
+/// older host the lookups cost memory and bytes, not correctness (metadata.yml's
+/// minimumKubewardenVersion still asks for 1.33, for the documented behaviour).
+#[rstest]
+#[case::edit_of_a_rotated_out_config(vec![pool("workers", "workers-2")], vec![],
+    request("UPDATE", Some(&config("workers-1", Some("workers"), "b")), Some(&config("workers-1", Some("workers"), "a"))))]
+#[case::edit_of_a_config_in_use(vec![pool("workers", "workers-1")], vec![],
+    request("UPDATE", Some(&config("workers-1", None, "b")), Some(&config("workers-1", None, "a"))))]
+#[case::delete_of_a_referenced_config(vec![pool("workers", "workers-1")], vec![],
+    request("DELETE", None, Some(&config("workers-1", Some("workers"), "a"))))]
+#[case::delete_while_the_pool_is_deleted(vec![with(pool("workers", "workers-1"), |p| p["metadata"]["deletionTimestamp"] = json!("2026-11-29T10:00:00Z"))], vec![],
+    request("DELETE", None, Some(&config("workers-1", Some("workers"), "a"))))]
+#[case::recreate_under_a_consumed_name(vec![pool("workers", "workers-1")], vec![],
+    request("CREATE", Some(&config("workers-1", None, "b")), None))]
+#[case::rotation_to_another_pools_config(vec![], vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("batch"), "b")], rotated("workers-2"))]
+#[case::rotation_to_the_same_content(vec![], vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], rotated("workers-2"))]
+#[case::rotation_to_a_ready_config_without_secret(vec![], vec![with(config("workers-2", None, "b"), |c| c["status"] = json!({"initialization": {"dataSecretCreated": true}}))], rotated("workers-2"))]
+#[case::template_edit_referenced(vec![deployment("MachineSet", "md-0-abcde", "md-0-1")], vec![],
+    request("UPDATE", Some(&kubeadm_template("b")), Some(&kubeadm_template("a"))))]
+#[case::template_delete_unreferenced(vec![deployment("MachineDeployment", "md-0", "md-0-2")], vec![],
+    request("DELETE", None, Some(&kubeadm_template("a"))))]
+fn verdicts_do_not_depend_on_the_host_applying_the_field_masks(
+    #[case] pools: Vec<Value>,
+    #[case] configs: Vec<Value>,
+    #[case] request: Value,
+) {
+    let pools: Vec<Value> = pools.into_iter().map(as_served).collect();
+    let configs: Vec<Value> = configs.into_iter().map(as_served).collect();
+    let whole = FakeCluster {
+        pools: pools.clone(),
+        configs: configs.clone(),
+        ..FakeCluster::default()
+    };
+    let masked = FakeCluster {
+        pools,
+        configs,
+        apply_masks: true,
+        ..FakeCluster::default()
+    };
+    let verdict = evaluate_with(&on(), &request, &whole);
+    assert_eq!(evaluate_with(&on(), &request, &masked), verdict);
+    assert!(
+        !whole.calls.borrow().is_empty(),
+        "the case looks nothing up"
+    );
+    assert_eq!(*masked.calls.borrow(), *whole.calls.borrow());
 }

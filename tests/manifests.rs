@@ -9,9 +9,11 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+use capi_bootstrap_rollout_policy::host_lookups::HOST_CAPABILITIES;
 use capi_bootstrap_rollout_policy::kinds::{
     BOOTSTRAP_GROUP, CAPI_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS,
 };
+use capi_bootstrap_rollout_policy::lookups::{CONFIG_FIELDS, MACHINE_POOL_FIELDS};
 use capi_bootstrap_rollout_policy::provider_writes::DEFAULT_CONTROLLER_USERS;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use rstest::rstest;
@@ -379,6 +381,11 @@ fn names_and_addresses_follow_cargo_toml() {
         metadata["annotations"].get(USAGE_ANNOTATION).is_none(),
         "metadata.yml: {USAGE_ANNOTATION} is set by annotate from README.md; do not set it here"
     );
+    assert!(
+        metadata["annotations"].get("io.kubewarden.kwctl").is_none(),
+        "metadata.yml: io.kubewarden.kwctl is set by annotate (to kwctl's version, or \
+         policy-host's name and version), which replaces any value given here"
+    );
 }
 
 #[test]
@@ -679,6 +686,92 @@ fn match_conditions_are_well_formed() {
              MachineDeployment or MachineSet"
         );
     }
+}
+
+/// metadata.yml declares the host capabilities the policy calls, no more and no fewer: those
+/// of `host_lookups`, the only code that calls the host. (e2e-tests/tests/annotate_shipped.rs
+/// checks the module itself, as kwctl's annotate scans it.)
+#[test]
+fn host_capabilities_are_the_ones_the_policy_calls() {
+    assert_eq!(
+        yaml("metadata.yml")["hostCapabilities"],
+        json!(HOST_CAPABILITIES),
+        "metadata.yml: hostCapabilities must list the policy's host calls; kwctl annotate \
+         warns about every difference"
+    );
+    // A ClusterAdmissionPolicy has no such field: Kubewarden grants it every capability.
+    assert_eq!(yaml("policy.yaml")["spec"].get("hostCapabilities"), None);
+}
+
+/// "x.y.z" as numbers, for ordering releases.
+fn release(version: &str) -> (u64, u64, u64) {
+    let parts: Vec<u64> = version
+        .split('.')
+        .map(|p| {
+            p.parse()
+                .unwrap_or_else(|_| panic!("{version:?} is not x.y.z"))
+        })
+        .collect();
+    assert_eq!(parts.len(), 3, "{version:?} is not x.y.z");
+    (parts[0], parts[1], parts[2])
+}
+
+/// minimumKubewardenVersion is the oldest Kubewarden on which everything the policy uses
+/// works: the release of the newest feature in use. Each release is the first tag of
+/// kubewarden/kubewarden-controller (now kubewarden/adm-controller) holding the feature's
+/// commit.
+#[test]
+fn minimum_kubewarden_version_is_the_release_of_the_newest_feature_used() {
+    let metadata = yaml("metadata.yml");
+    let spec = &yaml("policy.yaml")["spec"];
+    let features = [
+        // policy-evaluator bfef645c, "support field masks when querying k8s": older hosts
+        // ignore the masks and send whole objects.
+        (
+            "field masks on list_resources_by_namespace",
+            !MACHINE_POOL_FIELDS.is_empty() || !CONFIG_FIELDS.is_empty(),
+            "1.33.0",
+        ),
+        // 905354c2, "Add spec.matchConditions to (Cluster)AdmissionPolicies types".
+        (
+            "policy.yaml's matchConditions",
+            spec.get("matchConditions").is_some(),
+            "1.15.0",
+        ),
+        // d3f2b888, "Add new `spec.backgroundAudit` to v1 policies" (the audit scanner).
+        (
+            "backgroundAudit",
+            metadata["backgroundAudit"] == json!(true),
+            "1.7.0",
+        ),
+        // ddcbc201, "introduce `contextAwareResources` attribute".
+        (
+            "contextAwareResources",
+            !list(&metadata["contextAwareResources"], "contextAwareResources").is_empty(),
+            "1.6.0",
+        ),
+    ];
+    let (feature, _, newest) = features
+        .iter()
+        .filter(|(_, used, _)| *used)
+        .max_by_key(|(_, _, version)| release(version))
+        .expect("the policy uses some feature");
+    let minimum = text(
+        &metadata["minimumKubewardenVersion"],
+        "metadata.yml minimumKubewardenVersion",
+    );
+    assert_eq!(
+        release(minimum),
+        release(newest),
+        "metadata.yml: minimumKubewardenVersion {minimum}, but {feature} needs Kubewarden \
+         {newest} and nothing newer is used"
+    );
+    // kwctl and policy-server compare major.minor only: a patch would only mislead.
+    assert_eq!(
+        release(minimum).2,
+        0,
+        "metadata.yml: minimumKubewardenVersion ends in .0"
+    );
 }
 
 #[test]
@@ -1155,13 +1248,28 @@ fn annotated_module_embeds_metadata_yml_and_readme() {
     expected["protocolVersion"] = json!("v1");
     expected["annotations"][USAGE_ANNOTATION] = json!(read("README.md"));
 
-    // What kwctl's annotate adds beyond that, tolerated so the module may come from either:
-    // its own version, and the policy type it defaults to.
-    if let Some(annotations) = actual["annotations"].as_object_mut() {
-        if let Some(kwctl) = annotations.remove("io.kubewarden.kwctl") {
-            assert!(kwctl.is_string(), "io.kubewarden.kwctl is a version string");
-        }
-    }
+    // What annotate adds beyond that: io.kubewarden.kwctl, which kwctl sets to its version and
+    // policy-host to its name and version, and the policy type both default to.
+    let stamp = actual["annotations"]
+        .as_object_mut()
+        .and_then(|annotations| annotations.remove("io.kubewarden.kwctl"))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no io.kubewarden.kwctl annotation: it was not annotated by kwctl or by \
+                 this policy-host; rebuild it with `make annotated-policy.wasm`",
+                path.display()
+            )
+        });
+    let stamp = stamp.as_str().expect("io.kubewarden.kwctl is a string");
+    let version = stamp.strip_prefix("policy-host ").unwrap_or(stamp);
+    let release_part = version.split(['-', '+']).next().unwrap_or_default();
+    assert!(
+        release_part.split('.').count() == 3
+            && release_part
+                .split('.')
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+        "io.kubewarden.kwctl {stamp:?}: neither a kwctl version nor `policy-host <version>`"
+    );
     if expected.get("policyType").is_none() {
         if let Some(policy_type) = actual.as_object_mut().and_then(|o| o.remove("policyType")) {
             assert_eq!(
