@@ -63,8 +63,12 @@ impl Drop for TempDir {
 /// A CA, and a server certificate for 127.0.0.1 it signed.
 struct Pki {
     ca: CertificateDer<'static>,
+    ca_pem: String,
     cert_pem: String,
     key_pem: String,
+    /// A client certificate the CA signed, for mTLS.
+    client_cert: CertificateDer<'static>,
+    client_key: Vec<u8>,
 }
 
 fn pki() -> Pki {
@@ -81,11 +85,40 @@ fn pki() -> Pki {
             .unwrap()
             .signed_by(&key, &ca)
             .unwrap();
+    let client_key = rcgen::KeyPair::generate().unwrap();
+    let client_cert = rcgen::CertificateParams::new(vec!["kube-apiserver".to_string()])
+        .unwrap()
+        .signed_by(&client_key, &ca)
+        .unwrap();
     Pki {
         ca: ca.der().clone(),
+        ca_pem: ca.pem(),
         cert_pem: cert.pem(),
         key_pem: key.serialize_pem(),
+        client_cert: client_cert.der().clone(),
+        client_key: client_key.serialize_der(),
     }
+}
+
+/// A client that trusts the test CA, with the CA's client certificate or without one.
+fn client_config(pki: &Pki, with_certificate: bool) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.clone()).unwrap();
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots);
+    let config = if with_certificate {
+        let key = rustls::pki_types::PrivatePkcs8KeyDer::from(pki.client_key.clone());
+        builder
+            .with_client_auth_cert(vec![pki.client_cert.clone()], key.into())
+            .unwrap()
+    } else {
+        builder.with_no_client_auth()
+    };
+    Arc::new(config)
 }
 
 fn free_port() -> u16 {
@@ -102,6 +135,8 @@ struct Server {
     port: u16,
     stderr: PathBuf,
     client: Arc<rustls::ClientConfig>,
+    /// The same without a client certificate.
+    anonymous_client: Arc<rustls::ClientConfig>,
     _dir: TempDir,
 }
 
@@ -117,6 +152,8 @@ struct Start<'a> {
     args: Vec<String>,
     /// KUBECONFIG; none: a path that does not exist (no cluster).
     kubeconfig: Option<&'a Path>,
+    /// `--client-ca-file` with the test CA: clients must show a certificate it signed.
+    mtls: bool,
 }
 
 impl<'a> Start<'a> {
@@ -125,7 +162,13 @@ impl<'a> Start<'a> {
             policies,
             args: Vec::new(),
             kubeconfig: None,
+            mtls: false,
         }
+    }
+
+    fn mtls(mut self) -> Start<'a> {
+        self.mtls = true;
+        self
     }
 
     fn arg(mut self, arg: &str) -> Start<'a> {
@@ -189,21 +232,18 @@ impl<'a> Start<'a> {
                 command.env_remove(name);
             }
         }
+        if self.mtls {
+            let ca = dir.path().join("client-ca.crt");
+            std::fs::write(&ca, &pki.ca_pem).unwrap();
+            command.arg("--client-ca-file").arg(&ca);
+        }
         let child = command.spawn().expect("cannot start policy-host serve");
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pki.ca).unwrap();
-        let client = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
         let mut server = Server {
             child,
             port,
             stderr,
-            client: Arc::new(client),
+            client: client_config(&pki, self.mtls),
+            anonymous_client: client_config(&pki, false),
             _dir: dir,
         };
         let started = Instant::now();
@@ -325,10 +365,22 @@ impl Server {
         content_type: Option<&str>,
         body: &[u8],
     ) -> HttpResponse {
+        self.request_as(self.client.clone(), method, path, content_type, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    fn request_as(
+        &self,
+        client: Arc<rustls::ClientConfig>,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> std::io::Result<HttpResponse> {
         let tcp = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let name = ServerName::IpAddress("127.0.0.1".parse::<std::net::IpAddr>().unwrap().into());
-        let connection = rustls::ClientConnection::new(self.client.clone(), name).unwrap();
+        let connection = rustls::ClientConnection::new(client, name).unwrap();
         let mut tls = rustls::StreamOwned::new(connection, tcp);
         let mut head = format!(
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -339,21 +391,21 @@ impl Server {
             head.push_str(&format!("Content-Type: {content_type}\r\n"));
         }
         head.push_str("\r\n");
-        tls.write_all(head.as_bytes()).unwrap();
-        tls.write_all(body).unwrap();
-        tls.flush().unwrap();
+        tls.write_all(head.as_bytes())?;
+        tls.write_all(body)?;
+        tls.flush()?;
         let mut bytes = Vec::new();
         match tls.read_to_end(&mut bytes) {
             Ok(_) => {}
             // A peer that closes without close_notify: the response is complete anyway.
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty() => {}
-            Err(e) => panic!("{method} {path}: {e}"),
+            Err(e) => return Err(e),
         }
-        HttpResponse::parse(&bytes).unwrap_or_else(|| {
-            panic!(
-                "{method} {path}: not an HTTP response: {}",
+        HttpResponse::parse(&bytes).ok_or_else(|| {
+            std::io::Error::other(format!(
+                "not an HTTP response: {}",
                 String::from_utf8_lossy(&bytes)
-            )
+            ))
         })
     }
 
@@ -1280,4 +1332,55 @@ fn context_aware_lookups_reach_the_cluster() {
         "{}",
         server.stderr()
     );
+}
+
+/// `--client-ca-file`: a client without a certificate the CA signed gets no answer, one with
+/// it does. `--always-accept-admission-reviews-on-namespace`: requests in that namespace are
+/// allowed unevaluated, but an unknown policy is still 404.
+#[test]
+fn mtls_and_the_always_accepted_namespace() {
+    let module = annotated_policy();
+    let scenario = scenarios()
+        .into_iter()
+        .find(|s| {
+            !s.spec.context_aware
+                && s.spec.settings.is_none()
+                && s.spec.expect.allowed == Some(false)
+        })
+        .expect("a rejected scenario with default settings");
+    let mut request = scenario.request().unwrap();
+    let server = Start::new(json!({"p": {"module": module_url(&module)}}))
+        .arg("--ignore-kubernetes-connection-failure")
+        .arg("--always-accept-admission-reviews-on-namespace")
+        .arg("kubewarden")
+        .mtls()
+        .run();
+
+    assert!(!server.review("validate", "p", &request).allowed);
+    let review =
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+    let anonymous = server.request_as(
+        server.anonymous_client.clone(),
+        "POST",
+        "/validate/p",
+        Some("application/json"),
+        review.to_string().as_bytes(),
+    );
+    assert!(
+        anonymous.is_err(),
+        "answered without a client certificate: {anonymous:?}"
+    );
+
+    request["namespace"] = json!("kubewarden");
+    let accepted = server.review("validate", "p", &request);
+    assert_eq!(
+        accepted.to_line(),
+        format!(
+            r#"{{"uid":"{}","allowed":true,"auditAnnotations":null,"warnings":null}}"#,
+            request["uid"].as_str().unwrap()
+        )
+    );
+    let review =
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request});
+    assert_eq!(server.post_json("/validate/nope", &review).status, 404);
 }

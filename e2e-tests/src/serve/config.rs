@@ -192,6 +192,22 @@ plain:
         assert!(plain.host_capabilities.is_empty());
     }
 
+    /// What kubewarden-controller writes into the policy server's ConfigMap for a
+    /// ClusterAdmissionPolicy (`policyserver_controller_configmap.go`): JSON, a
+    /// `namespacedName` policy-server ignores, every host capability.
+    #[test]
+    fn reads_what_the_controller_writes() {
+        let policies = read(
+            r#"{"clusterwide-capi-rollout":{"namespacedName":{"Namespace":"","Name":"capi-rollout"},"module":"file:///tmp/policy.wasm","policyMode":"protect","allowedToMutate":false,"contextAwareResources":[{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachinePool"}],"settings":null,"hostCapabilities":["*"]}}"#,
+        )
+        .unwrap();
+        let policy = &policies["clusterwide-capi-rollout"];
+        assert_eq!(policy.policy_mode, PolicyMode::Protect);
+        assert!(policy.settings.is_empty() && !policy.allowed_to_mutate);
+        assert_eq!(policy.host_capabilities, ["*"]);
+        assert_eq!(policy.context_aware_resources.len(), 1);
+    }
+
     #[test]
     fn refuses_what_policy_server_refuses() {
         let error = read("a/b:\n  module: file:///tmp/p.wasm\n").unwrap_err();
