@@ -108,7 +108,7 @@ func TestCluster(t *testing.T) {
 		// A person, not a controller: a platform engineer with cluster-admin.
 		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team"), dir: a.dir}
 		// The person's Git checkout: the manifests of testdata/fleet.
-		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml"} {
+		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml"} {
 			must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 		}
 		c.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.personName})
@@ -120,6 +120,7 @@ func TestCluster(t *testing.T) {
 	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", c.personEdits)
 	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", c.rotation)
 	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
+	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
 	step(t, "with the policy server down CAPI's writes pass, and verdicts return with it", c.outage)
 	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
 }
@@ -222,8 +223,8 @@ func (c *testCluster) reapply(t *testing.T) {
 		if r.err != nil {
 			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
 		}
-		if strings.Contains(r.stderr, "Warning:") {
-			t.Errorf("kubectl %s printed a warning:\n%s", strings.Join(args, " "), r.stderr)
+		if w := policyWarnings(r.stderr); len(w) > 0 {
+			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
 		}
 	}
 	c.checkPersonAdmitted(t, since)
@@ -400,6 +401,82 @@ func (c *testCluster) contextAware(t *testing.T) {
 	c.checkControllersAdmitted(t, since)
 }
 
+// v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 which stores
+// v1beta2. Every request of theirs reaches the policy in v1beta1, its oldObject converted from
+// storage by CAPI's conversion webhook, and CAPI's own writes stay v1beta2.
+func (c *testCluster) v1beta1Clients(t *testing.T) {
+	since := time.Now()
+	files := []string{"-f", "pool-2-a.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml"}
+	if r := c.person.run(t, append([]string{"apply"}, files...)...); r.err != nil {
+		t.Fatalf("kubectl apply of the v1beta1 manifests: %v\n%s", r.err, r.stderr)
+	}
+	infra := &unstructured.Unstructured{}
+	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
+	infra.SetKind("TestMachinePool")
+	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "pool-2"}, infra))
+	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
+	c.waitFor(t, kubeadmConfigGVK, "pool-2-a", 3*time.Minute, "adopted by pool-2, its join data filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return controlledByPool(u, "pool-2") && token != "" && secret == "pool-2-a"
+	})
+	c.waitFor(t, machinePoolGVK, "pool-2", 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
+		return name == "pool-2-a"
+	})
+
+	// The same manifests again, after CAPI filled the config and the pool.
+	for _, args := range [][]string{
+		append([]string{"apply"}, files...),
+		// --force-conflicts, as GitOps tools apply: the v1beta1 refs convert to v1beta2 ones
+		// (apiVersion -> apiGroup), which server-side apply counts as conflicting with the
+		// client-side apply that created them (409, before any webhook is called).
+		append([]string{"apply", "--server-side", "--force-conflicts"}, files...),
+	} {
+		r := c.person.run(t, args...)
+		if r.err != nil {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		}
+		if w := policyWarnings(r.stderr); len(w) > 0 {
+			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
+		}
+	}
+
+	// A real edit through v1beta1 is refused, named as the v1beta1 client wrote it.
+	original := readFile(t, c.a.path("pool-2-a.v1beta1.yaml"))
+	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(strings.Replace(string(original), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
+	defer func() { must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), original, 0o644)) }()
+	for _, args := range [][]string{
+		{"apply", "-f", "pool-2-a.v1beta1.yaml"},
+		{"apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml"},
+	} {
+		r := c.person.run(t, args...)
+		want := "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"
+		if r.err == nil || !strings.Contains(r.stderr, want) {
+			t.Errorf("kubectl %s: want a refusal naming %q: %v\n%s", strings.Join(args, " "), want, r.err, r.stderr)
+		}
+	}
+
+	// A v1beta1 rotation is a rotation.
+	rotated := strings.NewReplacer("name: pool-2-a", "name: pool-2-b", `max-pods: "110"`, `max-pods: "64"`).Replace(string(original))
+	must(t, os.WriteFile(c.a.path("pool-2-b.v1beta1.yaml"), []byte(rotated), 0o644))
+	pool := strings.Replace(string(readFile(t, c.a.path("pool-2.v1beta1.yaml"))), "name: pool-2-a", "name: pool-2-b", 1)
+	must(t, os.WriteFile(c.a.path("pool-2.v1beta1.yaml"), []byte(pool), 0o644))
+	r := c.person.run(t, "apply", "-f", "pool-2-b.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml")
+	if r.err != nil {
+		t.Fatalf("the v1beta1 rotation was refused: %v\n%s", r.err, r.stderr)
+	}
+	if w := policyWarnings(r.stderr); len(w) > 0 {
+		t.Errorf("the v1beta1 rotation printed a warning of the policy: %q", w)
+	}
+	c.waitFor(t, machinePoolGVK, "pool-2", 3*time.Minute, "moved to pool-2-b's data secret", func(u *unstructured.Unstructured) bool {
+		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
+		return name == "pool-2-b"
+	})
+	c.checkPersonAdmittedExceptEdits(t, since)
+	c.checkControllersAdmitted(t, since)
+}
+
 func (c *testCluster) outage(t *testing.T) {
 	c.server.stop()
 	down := time.Now()
@@ -439,8 +516,6 @@ func (c *testCluster) outage(t *testing.T) {
 }
 
 func (c *testCluster) noControllerRefused(t *testing.T) {
-	events := readAudit(t, c.cp.auditLog)
-	summarize(t, "the whole run", events)
 	c.checkControllersAdmitted(t, time.Time{})
 	c.checkControllersJudged(t, true)
 }
@@ -486,6 +561,21 @@ func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
 	}
 	if wantSeen && seen == 0 {
 		t.Error("the policy server saw no request of CAPI's controllers")
+	}
+}
+
+// checkPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
+// those the policy refused on purpose (their message names the in-place edit).
+func (c *testCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
+	t.Helper()
+	for _, e := range c.eventsSince(t, since) {
+		if e.User.Username != c.personName || !e.isWrite() || e.code() < 300 {
+			continue
+		}
+		if e.ResponseStatus != nil && strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
+			continue
+		}
+		t.Errorf("the person's write was refused: %s", e)
 	}
 }
 
@@ -600,6 +690,18 @@ func serviceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1
 	}
 	t.Fatal("the README's lookup RBAC binds no ServiceAccount")
 	return rbacv1.Subject{}
+}
+
+// policyWarnings: the warnings kubectl printed, but for the API server's own deprecation
+// warnings of v1beta1 ("... is deprecated; use ...").
+func policyWarnings(stderr string) []string {
+	var out []string
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(line, "Warning: ") && !strings.Contains(line, " is deprecated; use ") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func controlledByPool(u *unstructured.Unstructured, pool string) bool {
