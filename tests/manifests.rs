@@ -1315,23 +1315,3 @@ fn context_aware_resources_are_what_the_lookups_ask_for() {
     );
 }
 
-/// README's "A real rejection" quotes a scenario's answer; it must stay the answer the policy
-/// gives (the suggested name moves with the fingerprint, and once went stale).
-#[test]
-fn readme_real_rejection_is_what_the_scenario_answers() {
-    let readme = read("README.md");
-    let section = &readme[readme
-        .find("## A real rejection")
-        .expect("README has the section")..];
-    let block = section
-        .split("```")
-        .nth(1)
-        .expect("the section has a code block")
-        .trim();
-    let request: Value = serde_json::from_str(&read(
-        "e2e-tests/scenarios/kubeadmconfig-v1beta2-edit-in-use/request.json",
-    ))
-    .expect("request.json is JSON");
-    let verdict = capi_bootstrap_rollout_policy::engine::evaluate(&Settings::default(), &request);
-    assert_eq!(verdict.message.as_deref(), Some(block));
-}
