@@ -1314,4 +1314,3 @@ fn context_aware_resources_are_what_the_lookups_ask_for() {
         json!(expected)
     );
 }
-
