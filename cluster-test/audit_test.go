@@ -33,7 +33,11 @@ type auditEvent struct {
 	} `json:"responseStatus"`
 	Annotations              map[string]string `json:"annotations"`
 	RequestReceivedTimestamp time.Time         `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time         `json:"stageTimestamp"`
 }
+
+// took is how long the API server took to answer the request.
+func (e auditEvent) took() time.Duration { return e.StageTimestamp.Sub(e.RequestReceivedTimestamp) }
 
 func (e auditEvent) resource() string {
 	if e.ObjectRef == nil {

@@ -12,11 +12,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,7 +123,7 @@ func TestCluster(t *testing.T) {
 	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", c.rotation)
 	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
-	step(t, "with the policy server down CAPI's writes pass, and verdicts return with it", c.outage)
+	step(t, "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", c.outage)
 	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
 }
 
@@ -501,6 +503,28 @@ func (c *testCluster) outage(t *testing.T) {
 		t.Errorf("the config's token %s has no bootstrap token Secret: %v", id, err)
 	}
 
+	// Slow: something accepts the webhook's connections and never answers. The API server
+	// waits timeoutSeconds, then fails open; CAPI's writes are late, not lost.
+	timeout := time.Duration(*c.policy.Spec.TimeoutSeconds) * time.Second
+	slow := time.Now()
+	stopHanging := hang(t, c.server.port)
+	tokens = c.waitForTokens(t, 2, 3*time.Minute)
+	stopHanging()
+	t.Logf("tokens CABPK wrote with the policy server hanging: %v", tokens)
+	open = failedOpen(c.eventsSince(t, slow), c.webhookName())
+	if len(open) == 0 {
+		t.Fatal("no request failed open while the policy server hung")
+	}
+	for _, e := range open {
+		if e.code() >= 300 {
+			t.Errorf("failed open but not admitted: %s", e)
+		}
+		if e.took() < timeout-500*time.Millisecond {
+			t.Errorf("failed open after %s, before policy.yaml's timeoutSeconds (%s): %s", e.took(), timeout, e)
+		}
+	}
+	t.Logf("%d requests failed open after the webhook's timeout; the first took %s", len(open), open[0].took())
+
 	c.server.start(c.a, nil)
 	up := time.Now()
 	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p",
@@ -513,6 +537,35 @@ func (c *testCluster) outage(t *testing.T) {
 		t.Errorf("requests failed open with the policy server back: %s", open[0])
 	}
 	c.checkControllersAdmitted(t, up)
+}
+
+// hang listens on the policy server's port and holds every connection without a byte in
+// reply, until the returned function is called.
+func hang(t *testing.T, port int) func() {
+	t.Helper()
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	must(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	return func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
 }
 
 func (c *testCluster) noControllerRefused(t *testing.T) {
