@@ -16,6 +16,11 @@ pub const WARNING_LIMIT: usize = 120;
 /// The audit annotation set when an exempt requester would have been rejected or warned.
 pub const EXEMPTION_ANNOTATION: &str = "capi-bootstrap-rollout-policy/exemption";
 
+/// The audit annotation that keeps, whole, every warning [`WARNING_LIMIT`] cut (joined by
+/// ` | `): the cause of a failed lookup is at the end of its warning, and a platform engineer
+/// needs it (seen in the cluster test: a host capability not granted, cut after `'kub...`).
+pub const FULL_WARNINGS_ANNOTATION: &str = "capi-bootstrap-rollout-policy/warnings";
+
 /// The audit annotation set when a `controllerUsers` identity wrote what others may not: CAPI's
 /// and the providers' controllers are never refused nor warned, but their in-place edits stay
 /// visible in the audit log.
@@ -66,9 +71,9 @@ impl Finding {
     /// A failed lookup never fails the request: the ownerReference rules decide, and a warning
     /// says so.
     pub fn lookup_failed(what: &str, error: &str) -> Self {
-        Finding::warning(short_warning(&format!(
+        Finding::warning(format!(
             "{what} lookup failed, judged by ownerReferences only: {error}"
-        )))
+        ))
     }
 }
 
@@ -148,11 +153,22 @@ impl Verdict {
             .iter()
             .filter(|f| f.action == Action::Reject)
             .collect();
-        let warnings = findings
+        let warned: Vec<&str> = findings
             .iter()
             .filter(|f| f.action == Action::Warn)
-            .map(|f| short_warning(&f.warning))
+            .map(|f| f.warning.as_str())
             .collect();
+        let warnings = warned.iter().map(|w| short_warning(w)).collect();
+        let cut: Vec<&str> = warned
+            .iter()
+            .copied()
+            .filter(|w| w.chars().count() > WARNING_LIMIT)
+            .collect();
+        let audit_annotations: BTreeMap<String, String> = if cut.is_empty() {
+            BTreeMap::new()
+        } else {
+            BTreeMap::from([(FULL_WARNINGS_ANNOTATION.to_string(), cut.join(" | "))])
+        };
         let reported = findings
             .iter()
             .filter(|f| f.action != Action::Ignore)
@@ -172,6 +188,7 @@ impl Verdict {
             return Verdict {
                 allowed: true,
                 warnings,
+                audit_annotations,
                 violations: reported,
                 suggested_name,
                 ..Verdict::default()
@@ -201,7 +218,7 @@ impl Verdict {
             message: Some(message),
             code: Some(403),
             warnings,
-            audit_annotations: BTreeMap::new(),
+            audit_annotations,
             violations: reported,
             suggested_name,
         }
@@ -286,6 +303,61 @@ impl Verdict {
                     .collect::<HashMap<_, _>>()
             }),
             warnings: (!self.warnings.is_empty()).then_some(self.warnings),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn subject() -> Subject {
+        Subject {
+            group_kind: GroupKind::builtin("bootstrap.cluster.x-k8s.io", "KubeadmConfig"),
+            namespace: "fleet".into(),
+            name: "pool-1-a".into(),
+        }
+    }
+
+    const RBAC_ERROR: &str = "ApiError: machinepools.cluster.x-k8s.io is forbidden: User \
+        \"system:serviceaccount:kubewarden:policy-server\" cannot list resource \"machinepools\"";
+
+    fn edit() -> Finding {
+        Finding {
+            action: Action::Reject,
+            violations: vec![Violation::new("spec.files[0].content", "Forbidden: changed")],
+            explanation: "The config is in use".into(),
+            warning: "spec.files[0].content edited in place".into(),
+            suggested_name: None,
+        }
+    }
+
+    #[rstest]
+    #[case::short_warning_no_annotation(vec![Finding::warning("KubeadmConfig fleet/pool-1-a: ok")], true, None)]
+    #[case::cut_lookup_error_kept_whole(vec![Finding::lookup_failed("MachinePool", RBAC_ERROR)], true, Some(1))]
+    #[case::kept_on_a_rejection_too(vec![Finding::lookup_failed("MachinePool", RBAC_ERROR), edit()], false, Some(1))]
+    #[case::two_cut_warnings_joined(vec![Finding::lookup_failed("MachinePool", RBAC_ERROR), Finding::lookup_failed("KubeadmConfig", RBAC_ERROR)], true, Some(2))]
+    fn a_cut_warning_is_kept_whole_in_the_audit_log(
+        #[case] findings: Vec<Finding>,
+        #[case] allowed: bool,
+        #[case] cut: Option<usize>,
+    ) {
+        let verdict = Verdict::from_findings(&subject(), &findings);
+        assert_eq!(verdict.allowed, allowed);
+        assert!(verdict
+            .warnings
+            .iter()
+            .all(|w| w.chars().count() <= WARNING_LIMIT));
+        let annotation = verdict.audit_annotations.get(FULL_WARNINGS_ANNOTATION);
+        match cut {
+            None => assert_eq!(annotation, None),
+            Some(n) => {
+                let annotation = annotation.expect("the whole warnings are audited");
+                assert_eq!(annotation.split(" | ").count(), n);
+                assert!(annotation.ends_with("cannot list resource \"machinepools\""));
+                assert!(verdict.warnings[0].ends_with("..."));
+            }
         }
     }
 }

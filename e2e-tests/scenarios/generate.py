@@ -446,10 +446,11 @@ scenario("context-aware-recreate-consumed-name",
          {"allowed": True, "warnings": 1, "warningsContain": [f"KubeadmConfig {CONFIG}: MachinePool {POOL} already consumed this data secret name: no roll-out"]},
          settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
 scenario("context-aware-lookup-fails",
-         "contextAware: a failed lookup (RBAC) is no 500: the ownerReference rules decide, with a warning",
+         "contextAware: a failed lookup (RBAC) is no 500: the ownerReference rules decide, with a warning cut to 120 characters and the whole error in the audit log",
          request("UPDATE", edited(old, edit_in_place), old),
-         {"allowed": False, "code": 403, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only"]},
-         settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server-default\" cannot list resource \"machinepools\"")])
+         {"allowed": False, "code": 403, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only"],
+          "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/warnings": "cannot list resource \"machinepools\""}},
+         settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot list resource \"machinepools\"")])
 # Lazy lookups (issue 16): CAPI's frequent writes change nothing the policy compares, so they make
 # no host call at all. An empty replay session proves it: any lookup would fail and warn.
 scenario("context-aware-token-rotation-no-lookup",
