@@ -326,7 +326,10 @@ mod tests {
     fn edit() -> Finding {
         Finding {
             action: Action::Reject,
-            violations: vec![Violation::new("spec.files[0].content", "Forbidden: changed")],
+            violations: vec![Violation::new(
+                "spec.files[0].content",
+                "Forbidden: changed",
+            )],
             explanation: "The config is in use".into(),
             warning: "spec.files[0].content edited in place".into(),
             suggested_name: None,
