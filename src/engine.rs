@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::clusterctl_move;
 use crate::contract::check_config_status;
 use crate::in_place_edit::{self, rotation_remediation};
 use crate::json::{read_document, serde_message, Invalid, Node, Read, Reader};
@@ -123,6 +124,22 @@ pub fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Loo
         namespace: request.namespace.to_string(),
         name: request.name.to_string(),
     };
+    // clusterctl move deletes configs and templates still referenced (clusterctl_move.rs).
+    if request.operation == Operation::Delete
+        && (settings.is_bootstrap_config(group, kind)
+            || settings.is_bootstrap_template(group, kind))
+        && clusterctl_move::is_delete_for_move(request.old_object)
+    {
+        let mut verdict = Verdict::accept();
+        verdict.audit_annotations.insert(
+            clusterctl_move::DELETE_FOR_MOVE_ANNOTATION.to_string(),
+            format!(
+                "allowed: the stored object carries {} (clusterctl move deletes it from the source cluster)",
+                clusterctl_move::DELETE_FOR_MOVE
+            ),
+        );
+        return verdict;
+    }
     let lookups = settings.context_aware.then_some(lookups);
     let findings = if is_machine_pool(group, kind) || is_machine_template_consumer(group, kind) {
         // Rotation targets are looked up for MachinePools (configs) only.
@@ -223,10 +240,14 @@ fn bootstrap_config(
     match request.operation {
         Operation::Create => {
             findings.extend(check_config_status(settings, status(request.object)));
-            let answer = list_pools(settings, request, lookups, &mut findings);
-            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
-                let consumers = consuming_data_secret(&pools, &subject.name);
-                findings.extend(in_place_edit::check_recreate(subject, &consumers));
+            // A config created with its pool's ownerReference is one moved or restored, not a
+            // new one under a consumed name (clusterctl_move.rs).
+            if !clusterctl_move::is_moved_or_restored(request.object) {
+                let answer = list_pools(settings, request, lookups, &mut findings);
+                if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
+                    let consumers = consuming_data_secret(&pools, &subject.name);
+                    findings.extend(in_place_edit::check_recreate(subject, &consumers));
+                }
             }
         }
         Operation::Update => {

@@ -3,6 +3,7 @@
 //! context-aware mode is on, go through [`host_lookups`]. Without the `wapc` feature (the
 //! browser playground) only the rules are built.
 
+pub mod clusterctl_move;
 pub mod config_ref;
 pub mod contract;
 pub mod diff;

@@ -7,6 +7,10 @@ use std::borrow::Cow;
 
 use crate::json::{read_document, serde_message, Next, Node, Read, Reader, Text};
 
+/// clusterctl's annotation on an object it is about to delete from the source cluster of a
+/// `clusterctl move` (clusterctl_move.rs).
+pub const DELETE_FOR_MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Object<'a> {
     pub name: Option<Cow<'a, str>>,
@@ -14,6 +18,9 @@ pub struct Object<'a> {
     pub uid: Option<Cow<'a, str>>,
     /// The keys of `metadata.labels` (`None`: no labels object).
     pub label_keys: Option<Vec<Text<'a>>>,
+    /// `metadata.annotations` has [`DELETE_FOR_MOVE`], the one annotation the rules read (the
+    /// others, kubectl's last-applied manifest among them, are skipped).
+    pub delete_for_move: bool,
     /// `metadata.ownerReferences` (`None`: not a list); an entry that is no object reads as a
     /// reference without fields.
     pub owner_references: Option<Vec<OwnerRef<'a>>>,
@@ -81,6 +88,7 @@ impl<'a> Object<'a> {
     fn read_metadata(&mut self, r: &mut Reader<'a>) -> Read<()> {
         (self.name, self.namespace, self.uid) = (None, None, None);
         (self.label_keys, self.owner_references) = (None, None);
+        self.delete_for_move = false;
         r.read_object_or_skip(|r, key| {
             if key.is("name") {
                 self.name = string(r)?;
@@ -98,6 +106,13 @@ impl<'a> Object<'a> {
                     r.skip()
                 })?;
                 self.label_keys = labels.then_some(keys);
+            } else if key.is("annotations") {
+                let mut found = false;
+                r.read_object_or_skip(|r, key| {
+                    found |= key.is(DELETE_FOR_MOVE);
+                    r.skip()
+                })?;
+                self.delete_for_move = found;
             } else if key.is("ownerReferences") {
                 self.owner_references = r.read_list(read_owner_ref)?;
             } else {

@@ -817,6 +817,41 @@ def yaml_scalar(value):
     return json.dumps(value, ensure_ascii=False)
 
 
+
+# --- clusterctl move (issue 28): it deletes configs and templates still referenced, right after
+# annotating each clusterctl.cluster.x-k8s.io/delete-for-move; it creates them in the target with
+# their pool's ownerReference. Empty sessions: no lookup is made.
+def for_move(o):
+    o = copy.deepcopy(o)
+    o["metadata"].setdefault("annotations", {})["clusterctl.cluster.x-k8s.io/delete-for-move"] = ""
+    return o
+MOVE_AUDIT = {"capi-bootstrap-rollout-policy/delete-for-move": "clusterctl.cluster.x-k8s.io/delete-for-move"}
+scenario("clusterctl-move-delete-referenced-config",
+         "contextAware: clusterctl move deletes a config its live pool references, annotated delete-for-move: allowed, audited, no lookup",
+         request("DELETE", None, for_move(old)),
+         {"allowed": True, "warnings": 0, "auditAnnotationsContain": MOVE_AUDIT},
+         settings=CA, session=[])
+scenario("clusterctl-move-delete-config-reject-mode",
+         "without contextAware, the move's DELETE of an annotated config is allowed and audited too",
+         request("DELETE", None, for_move(old)),
+         {"allowed": True, "warnings": 0, "auditAnnotationsContain": MOVE_AUDIT})
+scenario("clusterctl-move-delete-referenced-template",
+         "contextAware: clusterctl move deletes a template a MachineDeployment references, annotated delete-for-move: allowed, audited",
+         request("DELETE", None, for_move(t)),
+         {"allowed": True, "warnings": 0, "auditAnnotationsContain": MOVE_AUDIT},
+         settings=CA, session=[])
+scenario("clusterctl-move-delete-annotation-in-the-request-only",
+         "contextAware: the annotation counts on the stored object only; DELETE of an unannotated referenced config is still refused",
+         request("DELETE", None, old),
+         {"allowed": False, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachinePool {NS}/{POOL}]"]},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
+scenario("clusterctl-move-create-moved-config",
+         "contextAware: the target side of a move creates the config with its pool's ownerReference: not a consumed name, no warning, no lookup",
+         request("CREATE", kubeadm_config("v1beta2", owned=True, status=False)),
+         {"allowed": True, "warnings": 0},
+         settings=CA, session=[])
+
+
 def write():
     keep = set()
     for name, description, req, expect, settings, session in SCENARIOS:
