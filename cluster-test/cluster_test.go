@@ -110,7 +110,7 @@ func TestCluster(t *testing.T) {
 		// A person, not a controller: a platform engineer with cluster-admin.
 		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team"), dir: a.dir}
 		// The person's Git checkout: the manifests of testdata/fleet.
-		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml"} {
+		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml"} {
 			must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 		}
 		c.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.personName})
@@ -459,12 +459,35 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		}
 	}
 
+	// The same for a KubeadmConfigTemplate: created, re-applied, edited through v1beta1.
+	template := []string{"-f", "workers-md-0.v1beta1.yaml"}
+	for _, args := range [][]string{
+		append([]string{"apply"}, template...),
+		append([]string{"apply"}, template...),
+		append([]string{"apply", "--server-side", "--force-conflicts"}, template...),
+	} {
+		r := c.person.run(t, args...)
+		if r.err != nil {
+			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		}
+		if w := policyWarnings(r.stderr); len(w) > 0 {
+			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
+		}
+	}
+	templateFile := readFile(t, c.a.path("workers-md-0.v1beta1.yaml"))
+	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), []byte(strings.Replace(string(templateFile), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
+	r := c.person.run(t, append([]string{"apply"}, template...)...)
+	if want := "spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"; r.err == nil || !strings.Contains(r.stderr, want) {
+		t.Errorf("the template edit through v1beta1: want a refusal naming %q: %v\n%s", want, r.err, r.stderr)
+	}
+	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), templateFile, 0o644))
+
 	// A v1beta1 rotation is a rotation.
 	rotated := strings.NewReplacer("name: pool-2-a", "name: pool-2-b", `max-pods: "110"`, `max-pods: "64"`).Replace(string(original))
 	must(t, os.WriteFile(c.a.path("pool-2-b.v1beta1.yaml"), []byte(rotated), 0o644))
 	pool := strings.Replace(string(readFile(t, c.a.path("pool-2.v1beta1.yaml"))), "name: pool-2-a", "name: pool-2-b", 1)
 	must(t, os.WriteFile(c.a.path("pool-2.v1beta1.yaml"), []byte(pool), 0o644))
-	r := c.person.run(t, "apply", "-f", "pool-2-b.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml")
+	r = c.person.run(t, "apply", "-f", "pool-2-b.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml")
 	if r.err != nil {
 		t.Fatalf("the v1beta1 rotation was refused: %v\n%s", r.err, r.stderr)
 	}
