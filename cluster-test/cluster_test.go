@@ -193,11 +193,7 @@ spec:
 			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
 		}
 	}
-	infra := &unstructured.Unstructured{}
-	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
-	infra.SetKind("TestMachinePool")
-	must(t, c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: poolName}, infra))
-	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
+	c.provisionInfrastructure(t, poolName)
 
 	// CAPI's MachinePool controller adopts the config, CABPK fills the join data.
 	config := c.waitFor(t, kubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token, discovery and data secret filled", func(u *unstructured.Unstructured) bool {
@@ -221,13 +217,7 @@ func (c *testCluster) reapply(t *testing.T) {
 		{"apply", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
 		{"apply", "--server-side", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
 	} {
-		r := c.person.run(t, args...)
-		if r.err != nil {
-			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
-		}
-		if w := policyWarnings(r.stderr); len(w) > 0 {
-			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
-		}
+		c.admittedWithoutWarning(t, args...)
 	}
 	c.checkPersonAdmitted(t, since)
 }
@@ -412,11 +402,7 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 	if r := c.person.run(t, append([]string{"apply"}, files...)...); r.err != nil {
 		t.Fatalf("kubectl apply of the v1beta1 manifests: %v\n%s", r.err, r.stderr)
 	}
-	infra := &unstructured.Unstructured{}
-	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
-	infra.SetKind("TestMachinePool")
-	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "pool-2"}, infra))
-	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
+	c.provisionInfrastructure(t, "pool-2")
 	c.waitFor(t, kubeadmConfigGVK, "pool-2-a", 3*time.Minute, "adopted by pool-2, its join data filled", func(u *unstructured.Unstructured) bool {
 		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
 		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
@@ -435,13 +421,7 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		// client-side apply that created them (409, before any webhook is called).
 		append([]string{"apply", "--server-side", "--force-conflicts"}, files...),
 	} {
-		r := c.person.run(t, args...)
-		if r.err != nil {
-			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
-		}
-		if w := policyWarnings(r.stderr); len(w) > 0 {
-			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
-		}
+		c.admittedWithoutWarning(t, args...)
 	}
 
 	// A real edit through v1beta1 is refused, named as the v1beta1 client wrote it.
@@ -466,13 +446,7 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		append([]string{"apply"}, template...),
 		append([]string{"apply", "--server-side", "--force-conflicts"}, template...),
 	} {
-		r := c.person.run(t, args...)
-		if r.err != nil {
-			t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
-		}
-		if w := policyWarnings(r.stderr); len(w) > 0 {
-			t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
-		}
+		c.admittedWithoutWarning(t, args...)
 	}
 	templateFile := readFile(t, c.a.path("workers-md-0.v1beta1.yaml"))
 	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), []byte(strings.Replace(string(templateFile), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
@@ -652,24 +626,30 @@ func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
 // those the policy refused on purpose (their message names the in-place edit).
 func (c *testCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
 	t.Helper()
-	for _, e := range c.eventsSince(t, since) {
-		if e.User.Username != c.personName || !e.isWrite() || e.code() < 300 {
-			continue
+	for _, e := range c.personRefusals(t, since) {
+		if !strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
+			t.Errorf("the person's write was refused: %s", e)
 		}
-		if e.ResponseStatus != nil && strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
-			continue
-		}
-		t.Errorf("the person's write was refused: %s", e)
 	}
 }
 
 func (c *testCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
+	for _, e := range c.personRefusals(t, since) {
+		t.Errorf("the person's write was refused: %s", e)
+	}
+}
+
+// personRefusals: the person's writes since the time that were not admitted.
+func (c *testCluster) personRefusals(t *testing.T, since time.Time) []auditEvent {
+	t.Helper()
+	var refused []auditEvent
 	for _, e := range c.eventsSince(t, since) {
 		if e.User.Username == c.personName && e.isWrite() && e.code() >= 300 {
-			t.Errorf("the person's write was refused: %s", e)
+			refused = append(refused, e)
 		}
 	}
+	return refused
 }
 
 // checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
@@ -740,6 +720,30 @@ func (c *testCluster) waitFor(t *testing.T, gvk schema.GroupVersionKind, name st
 			toYAML(t, []*unstructured.Unstructured{u}), c.capiLog, c.cabpkLog)
 	}
 	return u
+}
+
+// admittedWithoutWarning runs a person's kubectl command that must be admitted with no
+// warning of the policy (the API server's own deprecation warnings aside).
+func (c *testCluster) admittedWithoutWarning(t *testing.T, args ...string) {
+	t.Helper()
+	r := c.person.run(t, args...)
+	if r.err != nil {
+		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+	}
+	if w := policyWarnings(r.stderr); len(w) > 0 {
+		t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
+	}
+}
+
+// provisionInfrastructure marks the pool's TestMachinePool provisioned with no replicas, as
+// an infrastructure provider would.
+func (c *testCluster) provisionInfrastructure(t *testing.T, name string) {
+	t.Helper()
+	infra := &unstructured.Unstructured{}
+	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
+	infra.SetKind("TestMachinePool")
+	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
+	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
 }
 
 // markStatus does what an infrastructure or control plane provider would: sets its status.

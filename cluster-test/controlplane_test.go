@@ -162,7 +162,7 @@ func (cp *controlPlane) createNamespace(t *testing.T, name string) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
 }
 
-// applyYAML creates every object of a multi-document YAML file as the admin.
+// createAll creates the objects as the admin.
 func (cp *controlPlane) createAll(t *testing.T, objects []*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objects {

@@ -2,11 +2,8 @@ package clustertest
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,7 +95,6 @@ type policyServer struct {
 	readiness int
 	certFile  string
 	keyFile   string
-	ca        *x509.CertPool
 	module    string
 	// kubeconfig of the policy-server's ServiceAccount, for the context-aware lookups.
 	kubeconfig string
@@ -135,8 +131,6 @@ func newPolicyServer(t *testing.T, a *artifacts, certs *certificates, policy *cl
 		t.Fatalf("no policy server at %s (make host, or POLICY_SERVER=/path/to/policy-server): %v", s.bin, err)
 	}
 	s.certFile, s.keyFile = certs.serving(t, a.path("policy-server-certs"))
-	s.ca = x509.NewCertPool()
-	s.ca.AppendCertsFromPEM(certs.caPEM)
 	return s
 }
 
@@ -188,28 +182,10 @@ func (s *policyServer) start(a *artifacts, overrides map[string]any) {
 
 func (s *policyServer) stop() { s.process.stop() }
 
-// waitReady polls the readiness endpoint, over TLS or plain HTTP (policy-server has served
-// both, by version), then the validate endpoint itself.
+// waitReady polls the readiness endpoint, which policy-server serves over plain HTTP.
 func (s *policyServer) waitReady(t *testing.T) {
 	t.Helper()
-	tlsClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.ca}}}
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		if s.process.exited() {
-			t.Fatalf("policy server exited before it was ready (log: %s)", s.process.log)
-		}
-		for _, scheme := range []string{"http", "https"} {
-			resp, err := tlsClient.Get(fmt.Sprintf("%s://127.0.0.1:%d/readiness", scheme, s.readiness))
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return
-				}
-			}
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("policy server not ready after 3m (log: %s)", s.process.log)
+	waitHTTP(t, s.process, fmt.Sprintf("http://127.0.0.1:%d/readiness", s.readiness), 3*time.Minute, nil)
 }
 
 // lookupsRBAC is the ClusterRole and binding the README documents for context-aware mode.
