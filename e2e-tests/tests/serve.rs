@@ -508,6 +508,21 @@ impl SettingsGroups {
     }
 }
 
+/// The scenarios that get an answer (no settings error), context-aware ones or the others,
+/// with the index of each one's settings among the distinct settings (a policy id each).
+fn answered_scenarios(context_aware: bool) -> (Vec<Scenario>, SettingsGroups, Vec<usize>) {
+    let answered: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|s| s.spec.context_aware == context_aware && s.spec.expect.settings_error.is_none())
+        .collect();
+    let mut groups = SettingsGroups::new();
+    let indexes = answered
+        .iter()
+        .map(|s| groups.index(&settings_of(s)))
+        .collect();
+    (answered, groups, indexes)
+}
+
 fn status_message(response: &AdmissionResponse) -> Option<&str> {
     response.message()
 }
@@ -522,20 +537,12 @@ fn status_message(response: &AdmissionResponse) -> Option<&str> {
 fn scenarios_are_served_as_run_answers_them_in_every_mode() {
     let module = annotated_policy();
     let url = module_url(&module);
-    let served: Vec<Scenario> = scenarios()
-        .into_iter()
-        .filter(|s| !s.spec.context_aware && s.spec.expect.settings_error.is_none())
-        .collect();
+    let (served, groups, indexes) = answered_scenarios(false);
     assert!(
         served.len() > 10,
         "only {} scenarios to serve",
         served.len()
     );
-    let mut groups = SettingsGroups::new();
-    let indexes: Vec<usize> = served
-        .iter()
-        .map(|s| groups.index(&settings_of(s)))
-        .collect();
     let mut policies = serde_json::Map::new();
     for (index, settings) in groups.settings.iter().enumerate() {
         policies.insert(
@@ -1181,16 +1188,8 @@ fn context_aware_lookups_reach_the_cluster() {
     )
     .unwrap();
 
-    let context_aware: Vec<Scenario> = scenarios()
-        .into_iter()
-        .filter(|s| s.spec.context_aware && s.spec.expect.settings_error.is_none())
-        .collect();
+    let (context_aware, groups, indexes) = answered_scenarios(true);
     assert!(context_aware.len() > 5);
-    let mut groups = SettingsGroups::new();
-    let indexes: Vec<usize> = context_aware
-        .iter()
-        .map(|s| groups.index(&settings_of(s)))
-        .collect();
     let mut policies = serde_json::Map::new();
     for (index, settings) in groups.settings.iter().enumerate() {
         policies.insert(
