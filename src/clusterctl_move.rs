@@ -11,7 +11,7 @@ pub use crate::object::DELETE_FOR_MOVE;
 use crate::ownership::machine_pool_controllers;
 
 /// The audit annotation of a DELETE the move annotation let through.
-pub const DELETE_FOR_MOVE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/delete-for-move";
+pub const DELETE_FOR_MOVE_ANNOTATION: &str = "delete-for-move";
 
 /// A DELETE whose stored object carries the move annotation: allowed in every mode. It is read
 /// from the stored object (`oldObject`): the annotation must have been written before, by an
@@ -54,6 +54,13 @@ mod tests {
         let stored = Object::from_json(&json).unwrap();
         assert_eq!(is_delete_for_move(Some(&stored)), moving);
         assert!(!is_delete_for_move(None));
+    }
+
+    #[test]
+    fn its_audit_annotation_is_kept_by_the_api_server() {
+        assert!(crate::verdict::is_bare_annotation_key(
+            DELETE_FOR_MOVE_ANNOTATION
+        ));
     }
 
     #[rstest]

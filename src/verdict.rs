@@ -13,18 +13,23 @@ use crate::settings::Action;
 
 /// Warnings longer than this are cut: the API server truncates long ones anyway.
 pub const WARNING_LIMIT: usize = 120;
+// The audit annotations' keys are bare names: kube-apiserver records a webhook's annotation as
+// `<webhook name>/<key>` (`clusterwide-capi-bootstrap-rollout.kubewarden.admission/exemption`)
+// and drops, with a warning in its own log, a key that has a `/` of its own (seen in the
+// cluster test's `clusterctl move`: every `capi-bootstrap-rollout-policy/...` key was lost).
+
 /// The audit annotation set when an exempt requester would have been rejected or warned.
-pub const EXEMPTION_ANNOTATION: &str = "capi-bootstrap-rollout-policy/exemption";
+pub const EXEMPTION_ANNOTATION: &str = "exemption";
 
 /// The audit annotation that keeps, whole, every warning [`WARNING_LIMIT`] cut (joined by
 /// ` | `): the cause of a failed lookup is at the end of its warning, and a platform engineer
 /// needs it (seen in the cluster test: a host capability not granted, cut after `'kub...`).
-pub const FULL_WARNINGS_ANNOTATION: &str = "capi-bootstrap-rollout-policy/warnings";
+pub const FULL_WARNINGS_ANNOTATION: &str = "warnings";
 
 /// The audit annotation set when a `controllerUsers` identity wrote what others may not: CAPI's
 /// and the providers' controllers are never refused nor warned, but their in-place edits stay
 /// visible in the audit log.
-pub const CONTROLLER_WRITE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/controller-write";
+pub const CONTROLLER_WRITE_ANNOTATION: &str = "controller-write";
 
 /// One field-level problem: `spec.files[2].content: Forbidden: changed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -307,8 +312,37 @@ impl Verdict {
     }
 }
 
+/// What kube-apiserver accepts after the webhook's name and a `/`: a qualified name's
+/// name part (apimachinery's IsQualifiedName), at most 63 characters.
+#[cfg(test)]
+pub(crate) fn is_bare_annotation_key(key: &str) -> bool {
+    let edge = |c: char| c.is_ascii_alphanumeric();
+    key.len() <= 63
+        && key.starts_with(edge)
+        && key.ends_with(edge)
+        && key.chars().all(|c| edge(c) || matches!(c, '-' | '_' | '.'))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::is_bare_annotation_key;
+
+    #[rstest::rstest]
+    #[case::exemption(super::EXEMPTION_ANNOTATION)]
+    #[case::warnings(super::FULL_WARNINGS_ANNOTATION)]
+    #[case::controller_write(super::CONTROLLER_WRITE_ANNOTATION)]
+    fn audit_annotation_keys_are_kept_by_the_api_server(#[case] key: &str) {
+        assert!(is_bare_annotation_key(key), "{key:?}");
+    }
+
+    #[rstest::rstest]
+    #[case::prefixed("capi-bootstrap-rollout-policy/exemption")]
+    #[case::empty("")]
+    #[case::trailing_dash("exemption-")]
+    fn prefixed_or_malformed_keys_would_be_dropped(#[case] key: &str) {
+        assert!(!is_bare_annotation_key(key), "{key:?}");
+    }
+
     use super::*;
     use rstest::rstest;
 

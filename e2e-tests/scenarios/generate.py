@@ -29,7 +29,7 @@ OTHER_PROVIDER = "system:serviceaccount:acme-bootstrap-system:acme-bootstrap-man
 CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 RKE2_BOOTSTRAP = "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager"
-CONTROLLER_WRITE = "capi-bootstrap-rollout-policy/controller-write"
+CONTROLLER_WRITE = "controller-write"
 ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:authenticated"]}
 BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
 PLURAL = {"ConfigMap": "configmaps", "KubeadmConfigTemplate": "kubeadmconfigtemplates",
@@ -335,12 +335,12 @@ scenario("kubeadmconfig-v1beta2-gc-strips-ownerref",
 scenario("kubeadmconfig-v1beta2-exempt-user",
          "an exempt user's edit is allowed; the audit annotation says it would have been rejected",
          request("UPDATE", edited(old, edit_in_place), old),
-         {"allowed": True, "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/exemption": 'allowed because user "alice@example.com" is in exemptUsers; would have rejected: KubeadmConfig'}},
+         {"allowed": True, "auditAnnotationsContain": {"exemption": 'allowed because user "alice@example.com" is in exemptUsers; would have rejected: KubeadmConfig'}},
          settings={"exemptUsers": ["alice@example.com"]})
 scenario("kubeadmconfig-v1beta2-exempt-group",
          "a member of an exempt group is allowed, with the audit annotation",
          request("UPDATE", edited(old, edit_in_place), old),
-         {"allowed": True, "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/exemption": 'is in exempt group "platform-team"'}},
+         {"allowed": True, "auditAnnotationsContain": {"exemption": 'is in exempt group "platform-team"'}},
          settings={"exemptGroups": ["platform-team"]})
 scenario("kubeadmconfig-v1beta2-exempt-user-prefix-trick",
          "identities match exactly: bob@example.com is not exempted by an entry \"bob\" or by case games",
@@ -449,7 +449,7 @@ scenario("context-aware-lookup-fails",
          "contextAware: a failed lookup (RBAC) is no 500: the ownerReference rules decide, with a warning cut to 120 characters and the whole error in the audit log",
          request("UPDATE", edited(old, edit_in_place), old),
          {"allowed": False, "code": 403, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only"],
-          "auditAnnotationsContain": {"capi-bootstrap-rollout-policy/warnings": "cannot list resource \"machinepools\""}},
+          "auditAnnotationsContain": {"warnings": "cannot list resource \"machinepools\""}},
          settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot list resource \"machinepools\"")])
 # Lazy lookups (issue 16): CAPI's frequent writes change nothing the policy compares, so they make
 # no host call at all. An empty replay session proves it: any lookup would fail and warn.
@@ -825,7 +825,7 @@ def for_move(o):
     o = copy.deepcopy(o)
     o["metadata"].setdefault("annotations", {})["clusterctl.cluster.x-k8s.io/delete-for-move"] = ""
     return o
-MOVE_AUDIT = {"capi-bootstrap-rollout-policy/delete-for-move": "clusterctl.cluster.x-k8s.io/delete-for-move"}
+MOVE_AUDIT = {"delete-for-move": "clusterctl.cluster.x-k8s.io/delete-for-move"}
 scenario("clusterctl-move-delete-referenced-config",
          "contextAware: clusterctl move deletes a config its live pool references, annotated delete-for-move: allowed, audited, no lookup",
          request("DELETE", None, for_move(old)),

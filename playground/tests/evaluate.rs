@@ -147,7 +147,7 @@ fn an_exempt_user_is_allowed_with_the_audit_annotation() {
         &context,
     ));
     assert!(outcome.allowed);
-    let note = &outcome.audit_annotations["capi-bootstrap-rollout-policy/exemption"];
+    let note = &outcome.audit_annotations["exemption"];
     assert!(
         note.starts_with("allowed because user \"alice\" is in exemptUsers; would have rejected"),
         "{note}"
