@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real cluster's binaries from the modules go.mod pins: kube-apiserver and kubectl
-# (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), CAPI's core manager and CABPK
-# (sigs.k8s.io/cluster-api). Output: ../target/cluster-bin/<first 12 hex of sha256(go.sum)>/,
-# printed on stdout; reused as long as go.sum (and so every pinned version) is unchanged.
+# (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), CAPI's core manager, CABPK and
+# clusterctl (sigs.k8s.io/cluster-api). Output: ../target/cluster-bin/<first 12 hex of
+# sha256(go.sum)>/, printed on stdout; reused as long as go.sum (and so every pinned version) is unchanged.
 set -euo pipefail
 cd "$(dirname "$0")"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
@@ -35,5 +35,6 @@ build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 build capi-manager sigs.k8s.io/cluster-api "$capi_ldflags"
 build capi-kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm "$capi_ldflags"
+build clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl "$capi_ldflags"
 touch "$out/.complete"
 echo "$out"

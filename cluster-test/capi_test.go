@@ -31,6 +31,22 @@ type provider struct {
 	// kustomization is config/default, relative to the sigs.k8s.io/cluster-api module.
 	kustomization string
 	extraArgs     []string
+	inventory     inventory
+}
+
+// inventory is the provider's entry in clusterctl's inventory (a Provider object), which
+// `clusterctl move` reads in both clusters.
+type inventory struct {
+	name string // providerName: cluster-api, kubeadm
+	kind string // type: CoreProvider, BootstrapProvider
+}
+
+// label is clusterctl's name for the provider (ManifestLabel): cluster-api, bootstrap-kubeadm.
+func (i inventory) label() string {
+	if i.kind == "CoreProvider" {
+		return i.name
+	}
+	return strings.ToLower(strings.TrimSuffix(i.kind, "Provider")) + "-" + i.name
 }
 
 // installed is what installProvider did: the manager's process and the webhook
@@ -46,7 +62,9 @@ type installed struct {
 // CRDs (their conversion webhooks pointed at the manager), ServiceAccount and RBAC, and,
 // once the manager runs with its ServiceAccount's token, its mutating and validating
 // webhooks by URL. Deployment, Service and cert-manager's objects are replaced by the
-// manager's process and the test's CA.
+// manager's process and the test's CA. As clusterctl init does, every object is labelled
+// with clusterctl's labels (`clusterctl move` finds the kinds to move by them), and the
+// provider is recorded in clusterctl's inventory.
 func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certificates, bin string, p provider) *installed {
 	t.Helper()
 	ctx := context.Background()
@@ -59,6 +77,13 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 	var webhooks []*unstructured.Unstructured
 	var crds []string
 	for _, obj := range objects {
+		labels := obj.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["clusterctl.cluster.x-k8s.io"] = ""
+		labels["cluster.x-k8s.io/provider"] = p.inventory.label()
+		obj.SetLabels(labels)
 		switch obj.GetKind() {
 		case "Deployment":
 			deployment = obj
@@ -109,6 +134,17 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
 		}
 	}
+	cp.createAll(t, []*unstructured.Unstructured{{Object: map[string]any{
+		"apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3",
+		"kind":       "Provider",
+		"metadata": map[string]any{
+			"name": p.inventory.label(), "namespace": namespace,
+			"labels": map[string]any{"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": p.inventory.label()},
+		},
+		"providerName": p.inventory.name,
+		"type":         p.inventory.kind,
+		"version":      moduleVersion(t, "sigs.k8s.io/cluster-api"),
+	}}})
 	return &installed{process: proc, serviceAccount: namespace + "/" + sa}
 }
 
@@ -239,6 +275,16 @@ func toYAML(t *testing.T, objects []*unstructured.Unstructured) []byte {
 		docs = append(docs, string(out))
 	}
 	return []byte(strings.Join(docs, "---\n"))
+}
+
+// moduleVersion is the version of a module go.mod pins.
+func moduleVersion(t *testing.T, module string) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s: %v", module, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // moduleDir is where the go command keeps a module of go.mod, read-only.

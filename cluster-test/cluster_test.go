@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 )
 
@@ -48,72 +50,25 @@ var (
 	tokenPath        = []string{"spec", "joinConfiguration", "discovery", "bootstrapToken", "token"}
 )
 
-// testCluster is everything the steps share.
+// testCluster is everything the steps share: the management cluster the fleet starts on, and
+// what the move step needs to start a second one.
 type testCluster struct {
-	a          *artifacts
-	cp         *controlPlane
-	policy     *clusterAdmissionPolicy
-	server     *policyServer
-	person     kubectl
-	personName string
-	// The controller identities CAPI's managers really run as.
-	capiManager, cabpk string
-	capiLog, cabpkLog  string
-	// The policy-server's ServiceAccount, as the README's RBAC binds it.
-	policyServerSA rbacv1.Subject
+	*managementCluster
+	bin string
+	ca  *certificates
 }
 
 func TestCluster(t *testing.T) {
+	// envtest logs through controller-runtime's logger; the processes' own logs are the artifacts.
+	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
 	a := newArtifacts(t)
-	c := &testCluster{a: a, personName: "jane@example.com"}
-
-	// Set-up runs in the test itself: what it starts lives until the whole test ends.
-	c.cp = startControlPlane(t, a, bin)
 	ca := newCA(t)
-	{ // CAPI as clusterctl installs it.
-		c.cp.createAll(t, readObjects(t, readFile(t, "testdata/infrastructure.yaml")))
-		waitEstablished(t, c.cp, []string{
-			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
-			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
-		})
-		core := installProvider(t, a, c.cp, ca, bin, provider{name: "capi-manager", kustomization: "config/default"})
-		kubeadm := installProvider(t, a, c.cp, ca, bin, provider{
-			name:          "capi-kubeadm-bootstrap-manager",
-			kustomization: "bootstrap/kubeadm/config/default",
-			extraArgs:     []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
-		})
-		c.capiManager = "system:serviceaccount:" + strings.ReplaceAll(core.serviceAccount, "/", ":")
-		c.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
-		c.capiLog, c.cabpkLog = core.process.log, kubeadm.process.log
-	}
-	{ // The policy in front, as Kubewarden puts it there.
-		c.policy = readPolicy(t)
-		controllerUsers := stringList(c.policy.Spec.Settings["controllerUsers"])
-		for _, identity := range []string{c.capiManager, c.cabpk} {
-			if !slices.Contains(controllerUsers, identity) {
-				t.Fatalf("CAPI's manager runs as %s, which policy.yaml's controllerUsers %v does not list", identity, controllerUsers)
-			}
-		}
-		// The policy-server's ServiceAccount with the RBAC the README documents.
-		rbac := readObjects(t, lookupsRBAC(t))
-		c.policyServerSA = serviceAccountOf(t, rbac)
-		c.cp.createNamespace(t, c.policyServerSA.Namespace)
-		must(t, c.cp.client.Create(context.Background(), &corev1.ServiceAccount{
-			ObjectMeta: metav1.ObjectMeta{Name: c.policyServerSA.Name, Namespace: c.policyServerSA.Namespace},
-		}))
-		c.cp.createAll(t, rbac)
-		kubeconfig := c.cp.serviceAccountKubeconfig(t, a, c.policyServerSA.Namespace, c.policyServerSA.Name)
-		c.server = newPolicyServer(t, a, ca, c.policy, kubeconfig)
-		c.server.start(a, nil)
-		registerWebhook(t, c.cp, c.policy, c.server, ca.caPEM)
-		// A person, not a controller: a platform engineer with cluster-admin.
-		c.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: c.cp.user(t, a, c.personName, "platform-team"), dir: a.dir}
-		// The person's Git checkout: the manifests of testdata/fleet.
-		for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml"} {
-			must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
-		}
-		c.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: c.personName})
+	// Set-up runs in the test itself: what it starts lives until the whole test ends.
+	c := &testCluster{managementCluster: startManagementCluster(t, a, bin, ca, nil), bin: bin, ca: ca}
+	// The person's Git checkout: the manifests of testdata/fleet.
+	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
+		must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
 	step(t, "CAPI brings a pool up and every controller write is admitted", c.bringUp)
@@ -124,6 +79,7 @@ func TestCluster(t *testing.T) {
 	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
 	step(t, "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", c.outage)
+	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", c.clusterctlMove)
 	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
 }
 
@@ -580,16 +536,18 @@ func (c *testCluster) noControllerRefused(t *testing.T) {
 
 // --- checks ---
 
-func (c *testCluster) webhookName() string { return c.policy.policyID() + ".kubewarden.admission" }
+func (m *managementCluster) webhookName() string {
+	return m.policy.policyID() + ".kubewarden.admission"
+}
 
 // checkControllersAdmitted: no write of a controller identity since the time was refused by
 // the policy; the writes are printed by user, verb and resource.
-func (c *testCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
+func (m *managementCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
-	events := c.eventsSince(t, since)
+	events := m.eventsSince(t, since)
 	summarize(t, t.Name(), events)
-	for _, e := range deniedBy(events, c.webhookName()) {
-		if e.User.Username == c.capiManager || e.User.Username == c.cabpk {
+	for _, e := range deniedBy(events, m.webhookName()) {
+		if e.User.Username == m.capiManager || e.User.Username == m.cabpk {
 			t.Errorf("the policy refused CAPI's own write: %s", e)
 		}
 	}
@@ -597,11 +555,9 @@ func (c *testCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
 
 // checkControllersJudged: the policy server saw the controllers' requests, allowed every one
 // and warned none (from policy-host serve's log; the real policy-server's log is not read).
-func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
+func (m *managementCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
 	t.Helper()
-	logs, err := filepath.Glob(c.a.path("policy-server-*.log"))
-	must(t, err)
-	verdicts, ok := readVerdicts(t, logs)
+	verdicts, ok := readVerdicts(t, m.policyServerLogs(t))
 	if !ok {
 		t.Log("the policy server's log is not policy-host's: what it judged is read from the audit log only")
 		return
@@ -609,7 +565,7 @@ func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
 	summarizeVerdicts(t, verdicts)
 	seen := 0
 	for _, v := range verdicts {
-		if v.user != c.capiManager && v.user != c.cabpk {
+		if v.user != m.capiManager && v.user != m.cabpk {
 			continue
 		}
 		seen++
@@ -624,28 +580,28 @@ func (c *testCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
 
 // checkPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
 // those the policy refused on purpose (their message names the in-place edit).
-func (c *testCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
+func (m *managementCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
 	t.Helper()
-	for _, e := range c.personRefusals(t, since) {
+	for _, e := range m.personRefusals(t, since) {
 		if !strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
 			t.Errorf("the person's write was refused: %s", e)
 		}
 	}
 }
 
-func (c *testCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
+func (m *managementCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
-	for _, e := range c.personRefusals(t, since) {
+	for _, e := range m.personRefusals(t, since) {
 		t.Errorf("the person's write was refused: %s", e)
 	}
 }
 
 // personRefusals: the person's writes since the time that were not admitted.
-func (c *testCluster) personRefusals(t *testing.T, since time.Time) []auditEvent {
+func (m *managementCluster) personRefusals(t *testing.T, since time.Time) []auditEvent {
 	t.Helper()
 	var refused []auditEvent
-	for _, e := range c.eventsSince(t, since) {
-		if e.User.Username == c.personName && e.isWrite() && e.code() >= 300 {
+	for _, e := range m.eventsSince(t, since) {
+		if e.User.Username == m.personName && e.isWrite() && e.code() >= 300 {
 			refused = append(refused, e)
 		}
 	}
@@ -654,7 +610,7 @@ func (c *testCluster) personRefusals(t *testing.T, since time.Time) []auditEvent
 
 // checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
 // manager (KubeAPIWarningLogger); none may come from the policy.
-func (c *testCluster) checkNoWarningsTo(t *testing.T, log string) {
+func (m *managementCluster) checkNoWarningsTo(t *testing.T, log string) {
 	t.Helper()
 	data := readFile(t, log)
 	for _, line := range strings.Split(string(data), "\n") {
@@ -664,10 +620,10 @@ func (c *testCluster) checkNoWarningsTo(t *testing.T, log string) {
 	}
 }
 
-func (c *testCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
+func (m *managementCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
 	t.Helper()
 	var out []auditEvent
-	for _, e := range readAudit(t, c.cp.auditLog) {
+	for _, e := range readAudit(t, m.cp.auditLog) {
 		if !e.RequestReceivedTimestamp.Before(since) {
 			out = append(out, e)
 		}
@@ -677,17 +633,17 @@ func (c *testCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
 
 // waitForTokens polls the in-use config until it has carried n distinct tokens (the first
 // is the one it has now).
-func (c *testCluster) waitForTokens(t *testing.T, n int, timeout time.Duration) []string {
+func (m *managementCluster) waitForTokens(t *testing.T, n int, timeout time.Duration) []string {
 	t.Helper()
-	pool := c.get(t, machinePoolGVK, poolName)
+	pool := m.get(t, machinePoolGVK, poolName)
 	configName, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
 	var tokens []string
 	deadline := time.Now().Add(timeout)
 	for len(tokens) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("KubeadmConfig %s carried %d tokens in %s (%v), want %d (CABPK log: %s)", configName, len(tokens), timeout, tokens, n, c.cabpkLog)
+			t.Fatalf("KubeadmConfig %s carried %d tokens in %s (%v), want %d (CABPK log: %s)", configName, len(tokens), timeout, tokens, n, m.cabpkLog)
 		}
-		config := c.get(t, kubeadmConfigGVK, configName)
+		config := m.get(t, kubeadmConfigGVK, configName)
 		token, _, _ := unstructured.NestedString(config.Object, tokenPath...)
 		if token != "" && !slices.Contains(tokens, token) {
 			tokens = append(tokens, token)
@@ -697,36 +653,36 @@ func (c *testCluster) waitForTokens(t *testing.T, n int, timeout time.Duration) 
 	return tokens
 }
 
-func (c *testCluster) get(t *testing.T, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
+func (m *managementCluster) get(t *testing.T, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u))
+	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u))
 	return u
 }
 
-func (c *testCluster) waitFor(t *testing.T, gvk schema.GroupVersionKind, name string, timeout time.Duration, what string, done func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+func (m *managementCluster) waitFor(t *testing.T, gvk schema.GroupVersionKind, name string, timeout time.Duration, what string, done func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
+		if err := m.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
 			return false, nil
 		}
 		return done(u), nil
 	})
 	if err != nil {
 		t.Fatalf("%s %s not %s after %s; last seen:\n%s\n(logs: %s, %s)", gvk.Kind, name, what, timeout,
-			toYAML(t, []*unstructured.Unstructured{u}), c.capiLog, c.cabpkLog)
+			toYAML(t, []*unstructured.Unstructured{u}), m.capiLog, m.cabpkLog)
 	}
 	return u
 }
 
 // admittedWithoutWarning runs a person's kubectl command that must be admitted with no
 // warning of the policy (the API server's own deprecation warnings aside).
-func (c *testCluster) admittedWithoutWarning(t *testing.T, args ...string) {
+func (m *managementCluster) admittedWithoutWarning(t *testing.T, args ...string) {
 	t.Helper()
-	r := c.person.run(t, args...)
+	r := m.person.run(t, args...)
 	if r.err != nil {
 		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
 	}
@@ -737,25 +693,25 @@ func (c *testCluster) admittedWithoutWarning(t *testing.T, args ...string) {
 
 // provisionInfrastructure marks the pool's TestMachinePool provisioned with no replicas, as
 // an infrastructure provider would.
-func (c *testCluster) provisionInfrastructure(t *testing.T, name string) {
+func (m *managementCluster) provisionInfrastructure(t *testing.T, name string) {
 	t.Helper()
 	infra := &unstructured.Unstructured{}
 	infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
 	infra.SetKind("TestMachinePool")
-	must(t, c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
-	c.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
+	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
+	m.markStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
 }
 
 // markStatus does what an infrastructure or control plane provider would: sets its status.
-func (c *testCluster) markStatus(t *testing.T, u *unstructured.Unstructured, status map[string]any) {
+func (m *managementCluster) markStatus(t *testing.T, u *unstructured.Unstructured, status map[string]any) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"status": status})
 	must(t, err)
-	must(t, c.cp.client.Status().Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", patch)))
+	must(t, m.cp.client.Status().Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", patch)))
 }
 
 // clusterCA: the Cluster's CA Secret (CABPK hashes it into the join configuration).
-func (c *testCluster) clusterCA(t *testing.T) (cert, key []byte) {
+func (m *managementCluster) clusterCA(t *testing.T) (cert, key []byte) {
 	t.Helper()
 	ca := newCA(t)
 	return ca.caPEM, ca.keyPEM(t)

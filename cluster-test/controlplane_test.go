@@ -371,6 +371,14 @@ func newArtifacts(t *testing.T) *artifacts {
 
 func (a *artifacts) path(name string) string { return filepath.Join(a.dir, name) }
 
+// sub is a folder of its own, for a second cluster's logs.
+func (a *artifacts) sub(t *testing.T, name string) *artifacts {
+	t.Helper()
+	dir := a.path(name)
+	must(t, os.MkdirAll(dir, 0o755))
+	return &artifacts{dir: dir}
+}
+
 func (a *artifacts) create(t *testing.T, name string) *os.File {
 	t.Helper()
 	f, err := os.Create(a.path(name))

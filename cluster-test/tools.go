@@ -9,4 +9,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "sigs.k8s.io/cluster-api"
 	_ "sigs.k8s.io/cluster-api/bootstrap/kubeadm"
+	_ "sigs.k8s.io/cluster-api/cmd/clusterctl"
 )

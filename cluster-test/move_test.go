@@ -1,0 +1,174 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The kinds `clusterctl move` takes from the fleet's namespace here, and checks moved.
+var movedKinds = []schema.GroupVersionKind{
+	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"},
+	machinePoolGVK,
+	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
+	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineSet"},
+	kubeadmConfigGVK,
+	kubeadmConfigTemplateGVK,
+	{Group: "infrastructure.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestMachinePool"},
+	{Group: "infrastructure.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestMachineTemplate"},
+	{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
+	{Version: "v1", Kind: "Secret"},
+}
+
+var kubeadmConfigTemplateGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
+
+// clusterctlMove: the real `clusterctl move` of the fleet's namespace (Cluster c1, both pools
+// and their configs, a MachineDeployment and its KubeadmConfigTemplate) to a second management
+// cluster built as the first, the policy in protect with contextAware: true on both.
+// clusterctl pauses the Cluster, creates every object in the target owners first (each config
+// with its pool's ownerReference), then, in the reverse order, annotates each one
+// delete-for-move and deletes it from the source: a config while its pool still references it.
+func (c *testCluster) clusterctlMove(t *testing.T) {
+	// The MachineDeployment on the template, from the fleet repository.
+	if r := c.person.run(t, "apply", "-f", "workers-md-0.yaml"); r.err != nil {
+		t.Fatalf("kubectl apply -f workers-md-0.yaml: %v\n%s", r.err, r.stderr)
+	}
+	c.waitFor(t, movedKinds[2], "workers-md-0", 2*time.Minute, "reconciled by CAPI (its MachineSet made)", func(u *unstructured.Unstructured) bool {
+		generation, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return generation >= 1 && len(c.names(t, movedKinds[3])) == 1
+	})
+
+	c.server.stop()
+	c.server.start(c.a, map[string]any{"contextAware": true})
+	defer func() {
+		c.server.stop()
+		c.server.start(c.a, nil)
+	}()
+	target := startManagementCluster(t, c.a.sub(t, "target"), c.bin, c.ca, map[string]any{"contextAware": true})
+
+	before := map[schema.GroupVersionKind][]string{}
+	for _, gvk := range movedKinds {
+		before[gvk] = c.names(t, gvk)
+	}
+	since := time.Now()
+	move := exec.Command(filepath.Join(c.bin, "clusterctl"), "move", "--namespace", namespace, "-v", "4",
+		"--kubeconfig", c.person.kubeconfig, "--to-kubeconfig", target.person.kubeconfig)
+	// clusterctl's own configuration and its version check stay out of the way.
+	move.Env = append(os.Environ(), "HOME="+c.a.path("clusterctl-home"), "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
+	out, err := move.CombinedOutput()
+	must(t, os.WriteFile(c.a.path("clusterctl-move.log"), out, 0o644))
+	if err != nil {
+		t.Fatalf("clusterctl move: %v (log: %s)\n%s", err, c.a.path("clusterctl-move.log"), lastLines(string(out), 30))
+	}
+	t.Logf("clusterctl move:\n%s", lastLines(string(out), 15))
+
+	// No request was refused on either side, and the policy answered every one.
+	for _, m := range []*managementCluster{c.managementCluster, target} {
+		events := m.eventsSince(t, since)
+		summarize(t, "the move in "+m.a.dir, events)
+		for _, e := range deniedBy(events, m.webhookName()) {
+			t.Errorf("refused during the move: %s", e)
+		}
+		if open := failedOpen(events, m.webhookName()); len(open) > 0 {
+			t.Errorf("%d requests were admitted without the policy's answer: first %s", len(open), open[0])
+		}
+	}
+	// In the source, the configs and the template were deleted while still referenced: the
+	// policy let each through by its annotation, and said so in the audit log.
+	var deletes []string
+	for _, e := range c.eventsSince(t, since) {
+		if e.User.Username != c.personName || e.Verb != "delete" || (e.resource() != "kubeadmconfigs" && e.resource() != "kubeadmconfigtemplates") {
+			continue
+		}
+		deletes = append(deletes, e.ObjectRef.Name)
+		key := c.webhookName() + "/delete-for-move"
+		if !strings.Contains(e.Annotations[key], "clusterctl move") {
+			t.Errorf("the DELETE of %s %s carries no audit annotation %s (annotations: %v)", e.resource(), e.ObjectRef.Name, key, e.Annotations)
+		}
+	}
+	slices.Sort(deletes)
+	if want := append(slices.Clone(before[kubeadmConfigGVK]), before[kubeadmConfigTemplateGVK]...); !slices.Equal(deletes, sorted(want)) {
+		t.Errorf("clusterctl deleted %v from the source, want every config and the template %v", deletes, sorted(want))
+	}
+	// The target's policy judged clusterctl's CREATEs of the moved configs: none warned (a moved
+	// config is not a new one on a consumed data secret name).
+	if verdicts, ok := readVerdicts(t, target.policyServerLogs(t)); ok {
+		for _, v := range verdicts {
+			if v.user == c.personName && v.warnings > 0 {
+				t.Errorf("the target's policy warned clusterctl's %s of a %s", v.operation, v.kind)
+			}
+		}
+	}
+
+	// Everything moved.
+	for _, gvk := range movedKinds {
+		if left := c.names(t, gvk); len(left) > 0 {
+			t.Errorf("%s left in the source: %v", gvk.Kind, left)
+		}
+		if got := target.names(t, gvk); !slices.Equal(got, before[gvk]) {
+			t.Errorf("%s in the target: %v, want %v", gvk.Kind, got, before[gvk])
+		}
+	}
+
+	// The pool reconciles in the target. A move does not copy status: the control plane and
+	// the infrastructure providers there set theirs again, as they would.
+	controlPlane := target.get(t, movedKinds[8], clusterName)
+	target.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
+	for _, pool := range []string{poolName, "pool-2"} {
+		target.provisionInfrastructure(t, pool)
+	}
+	tokens := target.waitForTokens(t, 2, 3*time.Minute)
+	t.Logf("tokens the target's CABPK wrote into pool-1's config: %v", tokens)
+	target.checkControllersAdmitted(t, since)
+	target.checkControllersJudged(t, true)
+	c.checkControllersAdmitted(t, since)
+}
+
+// names of the objects of a kind in the fleet's namespace, sorted.
+func (m *managementCluster) names(t *testing.T, gvk schema.GroupVersionKind) []string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := m.cp.client.List(context.Background(), list, client.InNamespace(namespace)); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("list %s: %v", gvk.Kind, err)
+	}
+	var names []string
+	for _, item := range list.Items {
+		if item.GetDeletionTimestamp() == nil {
+			names = append(names, item.GetName())
+		}
+	}
+	return sorted(names)
+}
+
+func (m *managementCluster) policyServerLogs(t *testing.T) []string {
+	t.Helper()
+	logs, err := filepath.Glob(m.a.path("policy-server-*.log"))
+	must(t, err)
+	return logs
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
+	}
+	return strings.Join(lines, "\n")
+}
