@@ -21,7 +21,7 @@ KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 # What annotates and scaffolds: kwctl when there is one, policy-host otherwise (same output).
 KUBEWARDEN_CLI = $(or $(strip $(KWCTL)),$(HOST))
 
-.PHONY: all demo test cluster-test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
+.PHONY: all demo test cluster-test cluster-soak wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test FORCE
 
 all: annotated-policy.wasm
@@ -140,6 +140,13 @@ test: system-packages-test fmt-check clippy unit e2e preflight playground-test c
 # policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/.
 cluster-test: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
+
+# Not part of `make test`: hours of CAPI's own traffic through the policy (cluster-test/README.md).
+SOAK_DURATION ?= 15m
+cluster-soak: annotated-policy.wasm $(HOST)
+	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm \
+	CLUSTER_TEST_RUN=TestSoak SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h \
+	CLUSTER_TEST_ARTIFACTS=$(CURDIR)/target/cluster-soak cluster-test/run.sh
 
 # The browser playground (playground/README.md): the rules built a second time, for
 # wasm32-unknown-unknown with wasm-bindgen, a static page, the e2e scenarios as its examples.

@@ -107,40 +107,7 @@ func clusterBinaries(t *testing.T) string {
 // --- the steps ---
 
 func (c *testCluster) bringUp(t *testing.T) {
-	ctx := context.Background()
-	c.cp.createNamespace(t, namespace)
-	caCert, caKey := c.clusterCA(t)
-	secrets := []*corev1.Secret{
-		{
-			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-ca", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
-			Type:       "cluster.x-k8s.io/secret",
-			Data:       map[string][]byte{"tls.crt": caCert, "tls.key": caKey},
-		},
-		{
-			// The workload cluster is this API server.
-			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-kubeconfig", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
-			Type:       "cluster.x-k8s.io/secret",
-			Data:       map[string][]byte{"value": c.cp.adminKubeconfig(t)},
-		},
-	}
-	for _, s := range secrets {
-		must(t, c.cp.client.Create(ctx, s))
-	}
-	controlPlane := object(t, fmt.Sprintf(`
-apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
-kind: TestControlPlane
-metadata: {name: %s, namespace: %s}
-spec: {version: v1.34.3}`, clusterName, namespace))
-	must(t, c.cp.client.Create(ctx, controlPlane))
-	c.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
-	c.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: %s, namespace: %s}
-spec:
-  controlPlaneEndpoint: {host: %q, port: %d}
-  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
-		clusterName, namespace, c.cp.host, c.cp.port, clusterName))})
+	c.createCluster(t)
 
 	// The person applies the pool and its config, as from a Git repository.
 	for _, file := range []string{"pool-1-a.yaml", "pool-1.yaml"} {
@@ -165,6 +132,47 @@ spec:
 		return name == "pool-1-a"
 	})
 	c.checkControllersAdmitted(t, time.Time{})
+}
+
+// createCluster creates Cluster c1 in the fleet's namespace: its CA and kubeconfig Secrets
+// (the workload cluster is this API server), and its control plane, marked initialized.
+func (m *managementCluster) createCluster(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	m.cp.createNamespace(t, namespace)
+	caCert, caKey := m.clusterCA(t)
+	secrets := []*corev1.Secret{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-ca", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
+			Type:       "cluster.x-k8s.io/secret",
+			Data:       map[string][]byte{"tls.crt": caCert, "tls.key": caKey},
+		},
+		{
+			// The workload cluster is this API server.
+			ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-kubeconfig", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
+			Type:       "cluster.x-k8s.io/secret",
+			Data:       map[string][]byte{"value": m.cp.adminKubeconfig(t)},
+		},
+	}
+	for _, s := range secrets {
+		must(t, m.cp.client.Create(ctx, s))
+	}
+	controlPlane := object(t, fmt.Sprintf(`
+apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestControlPlane
+metadata: {name: %s, namespace: %s}
+spec: {version: v1.34.3}`, clusterName, namespace))
+	must(t, m.cp.client.Create(ctx, controlPlane))
+	m.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
+	m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: %s, namespace: %s}
+spec:
+  controlPlaneEndpoint: {host: %q, port: %d}
+  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
+		clusterName, namespace, m.cp.host, m.cp.port, clusterName))})
+
 }
 
 func (c *testCluster) reapply(t *testing.T) {

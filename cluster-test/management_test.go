@@ -18,6 +18,7 @@ import (
 // them), and the policy in front, as Kubewarden puts it there.
 type managementCluster struct {
 	a          *artifacts
+	ca         *certificates // signs the webhook servers' certificates
 	cp         *controlPlane
 	policy     *clusterAdmissionPolicy
 	server     *policyServer
@@ -34,7 +35,7 @@ type managementCluster struct {
 // settings changed by settings.
 func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certificates, settings map[string]any) *managementCluster {
 	t.Helper()
-	m := &managementCluster{a: a, personName: "jane@example.com"}
+	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
 	m.cp = startControlPlane(t, a, bin)
 	{ // CAPI as clusterctl installs it.
 		m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(moduleDir(t, "sigs.k8s.io/cluster-api"), "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))

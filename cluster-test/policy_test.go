@@ -119,19 +119,25 @@ func newPolicyServer(t *testing.T, a *artifacts, certs *certificates, policy *cl
 	if bin := os.Getenv("POLICY_SERVER"); bin != "" {
 		s.bin = bin
 	} else {
-		host := os.Getenv("POLICY_HOST")
-		if host == "" {
-			host = filepath.Join("..", "target", "release", "policy-host")
-		}
-		s.bin, err = filepath.Abs(host)
-		must(t, err)
-		s.args = []string{"serve"}
+		s.bin, s.args = policyHostBinary(t), []string{"serve"}
 	}
 	if _, err := os.Stat(s.bin); err != nil {
 		t.Fatalf("no policy server at %s (make host, or POLICY_SERVER=/path/to/policy-server): %v", s.bin, err)
 	}
 	s.certFile, s.keyFile = certs.serving(t, a.path("policy-server-certs"))
 	return s
+}
+
+// policyHostBinary is POLICY_HOST, or the one `make host` builds.
+func policyHostBinary(t *testing.T) string {
+	t.Helper()
+	host := os.Getenv("POLICY_HOST")
+	if host == "" {
+		host = filepath.Join("..", "target", "release", "policy-host")
+	}
+	host, err := filepath.Abs(host)
+	must(t, err)
+	return host
 }
 
 func (s *policyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.port) }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make cluster-test`: builds the real cluster's binaries (build.sh) and the Go test, then runs
+# `make cluster-test` (and `make cluster-soak`: CLUSTER_TEST_RUN=TestSoak): builds the real
+# cluster's binaries (build.sh) and the Go test, then runs
 # the test in a private network namespace. CAPI's managers bind their webhook servers to every
 # address (they have no flag for the host); in the namespace every address is its own loopback,
 # so nothing the test starts is reachable from outside. The test needs no network: the Go
@@ -25,4 +26,5 @@ fi
 command -v ip >/dev/null || { echo "cluster-test: no ip command: apt-get install iproute2" >&2; exit 1; }
 # shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
 CLUSTER_BIN=$bin GOPROXY=off "${netns[@]}" sh -c \
-	'ip link set lo up && exec "$0" -test.v -test.timeout 30m -test.run TestCluster' "$test_binary"
+	'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
+	"${CLUSTER_TEST_TIMEOUT:-30m}" "${CLUSTER_TEST_RUN:-TestCluster}"
