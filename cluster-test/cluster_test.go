@@ -349,8 +349,8 @@ func (c *testCluster) contextAware(t *testing.T) {
 	c.checkControllersAdmitted(t, since)
 }
 
-// v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 which stores
-// v1beta2. Every request of theirs reaches the policy in v1beta1, its oldObject converted from
+// v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 or v1.14, which
+// store v1beta2. Every request of theirs reaches the policy in v1beta1, its oldObject converted from
 // storage by CAPI's conversion webhook, and CAPI's own writes stay v1beta2.
 func (c *testCluster) v1beta1Clients(t *testing.T) {
 	since := time.Now()
