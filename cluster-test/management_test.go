@@ -44,6 +44,7 @@ func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certific
 			"providers.clusterctl.cluster.x-k8s.io",
 			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
 			"testmachinetemplates.infrastructure.cluster-test.rollout-policy.dev",
+			"testmachines.infrastructure.cluster-test.rollout-policy.dev",
 			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
 		})
 		core := installProvider(t, a, m.cp, ca, bin, provider{
