@@ -97,6 +97,10 @@ func clusterBinaries(t *testing.T) string {
 	if bin := os.Getenv("CLUSTER_BIN"); bin != "" {
 		return bin
 	}
+	if os.Getenv("CAPI_MODULE_DIR") != "" {
+		// build.sh alone builds go.mod's CAPI release, not the one named.
+		t.Fatal("CAPI_MODULE_DIR is set but CLUSTER_BIN is not: run.sh sets both (build.sh <CAPI module> builds its binaries)")
+	}
 	out, err := exec.Command("./build.sh").Output()
 	if err != nil {
 		t.Fatalf("./build.sh: %v", err)
