@@ -14,8 +14,8 @@
 
 use serde_json::Value;
 
-use crate::json::{Node, Str, Unescaped};
-use crate::paths::{FieldPath, PathPattern, Segment, Step};
+use crate::capi::paths::{FieldPath, PathPattern, Segment, Step};
+use crate::reader::json::{Node, Str, Unescaped};
 
 /// The non-compared fields of one bootstrap config kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub fn is_absent(value: Option<&Node>) -> bool {
     }
 }
 
-/// `a == b`, strings compared eight bytes at a time ([`crate::json::same_bytes`]).
+/// `a == b`, strings compared eight bytes at a time ([`crate::reader::json::same_bytes`]).
 fn same(a: &Node, b: &Node) -> bool {
     a == b
 }
@@ -482,7 +482,7 @@ mod tests {
     #[case::prefix("01234567", "012345678")]
     #[case::multibyte("grüße aus köln", "grüße aus köln")]
     fn same_agrees_with_eq_on_strings(#[case] a: &str, #[case] b: &str) {
-        use crate::json::same_bytes;
+        use crate::reader::json::same_bytes;
         let (va, vb) = (json!(a), json!(b));
         assert_eq!(same(&node(&va), &node(&vb)), a == b);
         assert_eq!(same_bytes(a.as_bytes(), b.as_bytes()), a == b);
@@ -494,7 +494,7 @@ mod tests {
 
     /// A value as the reader reads it from JSON text, its strings escaped where JSON escapes.
     fn read(text: &[u8]) -> Node<'_> {
-        crate::json::read_document(text, |r| r.read_node()).unwrap()
+        crate::reader::json::read_document(text, |r| r.read_node()).unwrap()
     }
 
     #[rstest]

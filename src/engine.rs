@@ -4,22 +4,24 @@
 
 use serde_json::Value;
 
-use crate::clusterctl_move;
-use crate::contract::check_config_status;
-use crate::in_place_edit::{self, rotation_remediation};
-use crate::json::{read_document, serde_message, Invalid, Node, Read, Reader};
-use crate::kinds::{is_machine_pool, is_machine_template_consumer, MACHINE_POOL};
+use crate::capi::kinds::{is_machine_pool, is_machine_template_consumer, MACHINE_POOL};
 use crate::lookups::{
     consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
     Lookups, NoLookups,
 };
-use crate::object::Object;
-use crate::ownership::{check_removal, machine_pool_controllers, removed_controllers, Owner};
-use crate::request::{Operation, Request, RequestDoc};
-use crate::rotation;
+use crate::reader::json::{read_document, serde_message, Invalid, Node, Read, Reader};
+use crate::reader::object::Object;
+use crate::reader::request::{Operation, Request, RequestDoc};
+use crate::rules::contract::check_config_status;
+use crate::rules::delete_and_move;
+use crate::rules::in_place_edit::{self, rotation_remediation};
+use crate::rules::ownership::{
+    check_removal, machine_pool_controllers, removed_controllers, Owner,
+};
+use crate::rules::rotation;
 use crate::settings::{Action, Settings};
-use crate::template;
 use crate::verdict::{Finding, Subject, Verdict};
+use crate::webhooks::bootstrap_template;
 
 /// The `validate` entry point without lookups.
 pub fn validate_payload(payload: &[u8]) -> Verdict {
@@ -52,7 +54,7 @@ fn read_payload<'a>(r: &mut Reader<'a>) -> Read<Option<Payload<'a>>> {
 }
 
 /// The `validate` entry point: reads `{"request": ..., "settings": ...}`. The payload is read
-/// once, straight from its bytes, as far as the rules read it (see [`crate::json`]); a payload
+/// once, straight from its bytes, as far as the rules read it (see [`crate::reader::json`]); a payload
 /// it refuses gets serde_json's message.
 pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
     let read = read_document(payload, read_payload).and_then(|fields| {
@@ -128,14 +130,14 @@ pub fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Loo
     if request.operation == Operation::Delete
         && (settings.is_bootstrap_config(group, kind)
             || settings.is_bootstrap_template(group, kind))
-        && clusterctl_move::is_delete_for_move(request.old_object)
+        && delete_and_move::is_delete_for_move(request.old_object)
     {
         let mut verdict = Verdict::accept();
         verdict.audit_annotations.insert(
-            clusterctl_move::DELETE_FOR_MOVE_ANNOTATION.to_string(),
+            delete_and_move::DELETE_FOR_MOVE_ANNOTATION.to_string(),
             format!(
                 "allowed: the stored object carries {} (clusterctl move deletes it from the source cluster)",
-                clusterctl_move::DELETE_FOR_MOVE
+                delete_and_move::DELETE_FOR_MOVE
             ),
         );
         return verdict;
@@ -155,7 +157,7 @@ pub fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Loo
             }
         }
     } else if settings.is_bootstrap_template(group, kind) {
-        template::check(settings, &request, &subject, lookups)
+        bootstrap_template::check(settings, &request, &subject, lookups)
     } else {
         bootstrap_config(settings, &request, &subject, lookups)
     };
@@ -242,7 +244,7 @@ fn bootstrap_config(
             findings.extend(check_config_status(settings, status(request.object)));
             // A config created with its pool's ownerReference is one moved or restored, not a
             // new one under a consumed name (clusterctl_move.rs).
-            if !clusterctl_move::is_moved_or_restored(request.object) {
+            if !delete_and_move::is_moved_or_restored(request.object) {
                 let answer = list_pools(settings, request, lookups, &mut findings);
                 if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
                     let consumers = consuming_data_secret(&pools, &subject.name);
@@ -327,7 +329,7 @@ fn status<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider_writes::DEFAULT_CONTROLLER_USERS;
+    use crate::capi::provider_writes::DEFAULT_CONTROLLER_USERS;
     use crate::settings::Action;
     use crate::verdict::{ReportedViolation, CONTROLLER_WRITE_ANNOTATION};
     use rstest::rstest;

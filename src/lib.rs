@@ -3,29 +3,21 @@
 //! context-aware mode is on, go through [`host_lookups`]. Without the `wapc` feature (the
 //! browser playground) only the rules are built.
 
-pub mod clusterctl_move;
-pub mod config_ref;
-pub mod contract;
+pub mod capi;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
 #[cfg(feature = "wapc")]
 pub mod host_lookups;
-pub mod identity;
-pub mod in_place_edit;
-pub mod json;
-pub mod kinds;
 pub mod lookups;
-pub mod object;
-pub mod ownership;
-pub mod paths;
-pub mod provider_writes;
-pub mod request;
-pub mod rotation;
+pub mod reader;
+pub mod rules;
 pub mod settings;
-pub mod template;
-pub mod topology;
 pub mod verdict;
+pub mod webhooks;
+
+/// The CAPI facts the tools use, at the paths they always had.
+pub use capi::{config_ref, kinds, paths, provider_writes};
 
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};

@@ -8,11 +8,11 @@
 
 use serde_json::Value;
 
-use crate::config_ref::RefStrings;
-use crate::json::{read_document, serde_message, Next, Read, Reader, Text};
-use crate::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
-use crate::object::Object;
-use crate::ownership::Owner;
+use crate::capi::config_ref::RefStrings;
+use crate::capi::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
+use crate::reader::json::{read_document, serde_message, Next, Read, Reader, Text};
+use crate::reader::object::Object;
+use crate::rules::ownership::Owner;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
 /// travels.

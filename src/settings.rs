@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use serde_json::{Map, Value};
 
-use crate::diff::FieldRules;
-use crate::kinds::{
+use crate::capi::kinds::{
     is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS, TEMPLATE_SUFFIX,
 };
-use crate::paths::PathPattern;
-use crate::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
+use crate::capi::paths::PathPattern;
+use crate::capi::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
+use crate::diff::FieldRules;
 
 /// What to do with a finding of one rule family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::response::ValidationResponse;
 
-use crate::kinds::GroupKind;
+use crate::capi::kinds::GroupKind;
 use crate::settings::Action;
 
 /// Warnings longer than this are cut: the API server truncates long ones anyway.

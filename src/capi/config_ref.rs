@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use crate::json::Node;
-use crate::kinds::{group_of_api_version, GroupKind};
+use crate::capi::kinds::{group_of_api_version, GroupKind};
+use crate::reader::json::Node;
 
 pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 

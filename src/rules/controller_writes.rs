@@ -3,7 +3,7 @@
 //! `controllerUsers` (allowed by the engine, audited); the label alone, which any editor can
 //! set, changes nothing.
 
-use crate::object::Object;
+use crate::reader::object::Object;
 
 pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
 

@@ -6,9 +6,9 @@
 //! documents as there for "any validation webhook" to decide on
 //! (cmd/clusterctl/api/v1alpha3/annotations.go). The user running clusterctl is a person.
 
-use crate::object::Object;
-pub use crate::object::DELETE_FOR_MOVE;
-use crate::ownership::machine_pool_controllers;
+use crate::reader::object::Object;
+pub use crate::reader::object::DELETE_FOR_MOVE;
+use crate::rules::ownership::machine_pool_controllers;
 
 /// The audit annotation of a DELETE the move annotation let through.
 pub const DELETE_FOR_MOVE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/delete-for-move";

@@ -2,17 +2,17 @@
 //! rolled out to the pool's existing instances (cluster-api #8858, #4145), so it is refused
 //! with every changed field and the rotation that does roll it out.
 //!
-//! Not compared, per kind (extendable in the settings), as [`crate::provider_writes`] lists
+//! Not compared, per kind (extendable in the settings), as [`crate::capi::provider_writes`] lists
 //! them: machine-only fields, any change allowed (the bootstrap token CAPI rotates every
 //! ~7.5 min), and fill-once fields, allowed from empty to a value (the discovery fields CAPI
 //! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
 //! no change (see [`crate::diff`]).
 
+use crate::capi::provider_writes::as_defaulted;
 use crate::diff::{changes_at, Change, FieldRules};
 use crate::fingerprint::{fingerprint, suggested_name};
-use crate::json::Node;
-use crate::ownership::Owner;
-use crate::provider_writes::as_defaulted;
+use crate::reader::json::Node;
+use crate::rules::ownership::Owner;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
@@ -181,9 +181,9 @@ pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
     use crate::diff::{changed_fields, ChangeKind};
     use crate::fingerprint::spec_fingerprint;
-    use crate::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
     use rstest::rstest;
     use serde_json::{json, Value};
 

@@ -2,14 +2,14 @@
 //! `spec.template.spec.bootstrap.configRef` at another object. That is allowed, to any
 //! provider's kind, and checked: the new ref must be resolvable, in the pool's namespace.
 
-use crate::config_ref::{config_ref_in, RefIdentity, CONFIG_REF};
-use crate::contract::{check_config_ref, check_config_status};
+use crate::capi::config_ref::{config_ref_in, RefIdentity, CONFIG_REF};
+use crate::capi::kinds::{is_machine_pool, GroupKind};
 use crate::diff::canonical_form;
-use crate::json::Node;
-use crate::kinds::{is_machine_pool, GroupKind};
 use crate::lookups::{self, Lookups};
-use crate::ownership::machine_pool_controllers;
-use crate::request::{Operation, Request};
+use crate::reader::json::Node;
+use crate::reader::request::{Operation, Request};
+use crate::rules::contract::{check_config_ref, check_config_status};
+use crate::rules::ownership::machine_pool_controllers;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 

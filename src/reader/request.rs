@@ -7,10 +7,10 @@
 
 use std::borrow::Cow;
 
-use crate::identity::Requester;
-use crate::json::{Read, Reader, Scalar};
-use crate::kinds::GroupKind;
-use crate::object::{Carried, Object};
+use crate::capi::kinds::GroupKind;
+use crate::reader::json::{Read, Reader, Scalar};
+use crate::reader::object::{Carried, Object};
+use crate::rules::exemptions::Requester;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {

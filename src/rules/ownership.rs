@@ -1,9 +1,9 @@
 //! Ownership: a config is in use when a MachinePool controls it (the controller ownerReference
 //! CAPI's MachinePool controller sets), and that reference may not be laundered away.
 
-use crate::identity::Requester;
-use crate::kinds::{group_of_api_version, is_machine_pool};
-use crate::object::Object;
+use crate::capi::kinds::{group_of_api_version, is_machine_pool};
+use crate::reader::object::Object;
+use crate::rules::exemptions::Requester;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 

@@ -1,8 +1,8 @@
 //! Rule 5, the bootstrap provider contract: a configRef CAPI can resolve, and a config that
 //! names its data secret once it says it is initialised.
 
-use crate::config_ref::CONFIG_REF;
-use crate::json::Node;
+use crate::capi::config_ref::CONFIG_REF;
+use crate::reader::json::Node;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 

@@ -21,9 +21,9 @@ use std::borrow::Cow;
 use serde_json::{Map, Number, Value};
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::capi::paths::{builtin_path, PathPattern};
 use crate::diff::FieldRules;
-use crate::json::{Node, Str};
-use crate::paths::{builtin_path, PathPattern};
+use crate::reader::json::{Node, Str};
 
 /// The controller identities of CAPI core and of every default bootstrap kind's provider, as
 /// `clusterctl init` installs them: `system:serviceaccount:<namespace>:<namePrefix><name>`, the

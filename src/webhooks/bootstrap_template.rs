@@ -9,20 +9,20 @@
 //! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
 //!   change: only `controllerUsers` may.
 
-use crate::diff::changes_at;
-use crate::fingerprint::{fingerprint, suggested_name};
-use crate::in_place_edit::change_violations;
-use crate::json::Node;
-use crate::kinds::{
+use crate::capi::kinds::{
     group_of_api_version, CAPI_GROUP, CLUSTER_CLASS, MACHINE_DEPLOYMENT, MACHINE_SET,
     TEMPLATE_SUFFIX,
 };
+use crate::capi::provider_writes::{as_defaulted, default_template_field_rules};
+use crate::diff::changes_at;
+use crate::fingerprint::{fingerprint, suggested_name};
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
-use crate::object::Object;
-use crate::provider_writes::{as_defaulted, default_template_field_rules};
-use crate::request::{Operation, Request};
+use crate::reader::json::Node;
+use crate::reader::object::Object;
+use crate::reader::request::{Operation, Request};
+use crate::rules::controller_writes::is_topology_owned;
+use crate::rules::in_place_edit::change_violations;
 use crate::settings::{Action, Settings};
-use crate::topology::is_topology_owned;
 use crate::verdict::{Finding, Subject, Violation};
 
 const TEMPLATE_SPEC: [&str; 3] = ["spec", "template", "spec"];

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{read_document, serde_message, Next, Node, Read, Reader, Text};
+use crate::reader::json::{read_document, serde_message, Next, Node, Read, Reader, Text};
 
 /// clusterctl's annotation on an object it is about to delete from the source cluster of a
 /// `clusterctl move` (clusterctl_move.rs).

@@ -1,0 +1,3 @@
+//! The kinds judged.
+
+pub mod bootstrap_template;
