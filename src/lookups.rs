@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use crate::capi::config_ref::RefStrings;
 use crate::capi::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
+use crate::capi::owners::Owner;
 use crate::reader::json::{read_document, serde_message, Next, Read, Reader, Text};
 use crate::reader::object::Object;
-use crate::rules::ownership::Owner;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
 /// travels.

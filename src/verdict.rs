@@ -13,7 +13,8 @@ use crate::settings::Action;
 
 /// Warnings longer than this are cut: the API server truncates long ones anyway.
 pub const WARNING_LIMIT: usize = 120;
-/// The audit annotation set when an exempt requester would have been rejected or warned.
+/// The audit annotation set when an exempt requester would have been rejected or warned
+/// (rule 6, [`crate::rules::exemptions`]).
 pub const EXEMPTION_ANNOTATION: &str = "capi-bootstrap-rollout-policy/exemption";
 
 /// The audit annotation that keeps, whole, every warning [`WARNING_LIMIT`] cut (joined by
@@ -23,7 +24,7 @@ pub const FULL_WARNINGS_ANNOTATION: &str = "capi-bootstrap-rollout-policy/warnin
 
 /// The audit annotation set when a `controllerUsers` identity wrote what others may not: CAPI's
 /// and the providers' controllers are never refused nor warned, but their in-place edits stay
-/// visible in the audit log.
+/// visible in the audit log (rule 3, [`crate::rules::controller_writes`]).
 pub const CONTROLLER_WRITE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/controller-write";
 
 /// One field-level problem: `spec.files[2].content: Forbidden: changed`.
@@ -224,25 +225,9 @@ impl Verdict {
         }
     }
 
-    /// An exempt requester is allowed; what would have happened goes into the audit log.
-    pub fn exempt(self, reason: &str) -> Self {
-        if self.allowed && self.warnings.is_empty() {
-            return self;
-        }
-        let outcome = match &self.message {
-            Some(message) if !self.allowed => format!("would have rejected: {message}"),
-            _ => format!("would have warned: {}", self.warnings.join(" | ")),
-        };
-        self.allowed_with_note(
-            EXEMPTION_ANNOTATION,
-            format!("allowed because {reason}; {outcome}"),
-            true,
-        )
-    }
-
     /// Allowed, with `note` under `key` in the audit annotations, the warnings kept or dropped;
-    /// the violations and the suggested name stay as data.
-    fn allowed_with_note(self, key: &str, note: String, keep_warnings: bool) -> Self {
+    /// the violations and the suggested name stay as data (rules 3 and 6).
+    pub(crate) fn allowed_with_note(self, key: &str, note: String, keep_warnings: bool) -> Self {
         let mut audit_annotations = self.audit_annotations;
         audit_annotations.insert(key.to_string(), note);
         Verdict {
@@ -258,35 +243,6 @@ impl Verdict {
             violations: self.violations,
             suggested_name: self.suggested_name,
         }
-    }
-
-    /// A `controllerUsers` identity (CAPI's or a bootstrap provider's controller) is never
-    /// refused and never warned: a refused token rotation or defaulting write stops the
-    /// reconcile. What the rules found goes into the audit log, the changed paths by name.
-    pub fn by_controller(self, username: &str) -> Self {
-        if self.allowed && self.warnings.is_empty() && self.violations.is_empty() {
-            return self;
-        }
-        // The field violations name the paths; findings without any (a rotated-out edit, a
-        // failed lookup) are told by their warnings.
-        let found: Vec<String> = self
-            .violations
-            .iter()
-            .map(|v| match v.field.as_str() {
-                "" => v.detail.clone(),
-                field => format!("{field}: {}", v.detail),
-            })
-            .collect();
-        let told = if found.is_empty() {
-            self.warnings.join(" | ")
-        } else {
-            format!("[{}]", found.join(", "))
-        };
-        let outcome = format!(
-            "allowed because {username:?} is in controllerUsers; would have {}: {told}",
-            if self.allowed { "warned" } else { "rejected" }
-        );
-        self.allowed_with_note(CONTROLLER_WRITE_ANNOTATION, outcome, false)
     }
 
     /// The AdmissionResponse: `violations` and `suggested_name` are already in the message.
@@ -362,5 +318,89 @@ mod tests {
                 assert!(verdict.warnings[0].ends_with("..."));
             }
         }
+    }
+
+    fn finding(action: Action, field: &str, explanation: &str, name: Option<&str>) -> Finding {
+        Finding {
+            action,
+            violations: vec![Violation::new(field, "Forbidden: changed")],
+            explanation: explanation.into(),
+            warning: format!("{field} edited"),
+            suggested_name: name.map(str::to_string),
+        }
+    }
+
+    #[rstest]
+    #[case::nothing(vec![], true, None, &[])]
+    #[case::one_rejection(vec![finding(Action::Reject, "spec.a", "Why.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.a: Forbidden: changed]. Why."), &[])]
+    #[case::every_field_once_every_explanation_once(vec![finding(Action::Reject, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None), finding(Action::Reject, "metadata.x", "Other.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.a: Forbidden: changed, spec.b: Forbidden: changed, metadata.x: Forbidden: changed]. Why.. Other."), &[])]
+    #[case::warnings_only(vec![finding(Action::Warn, "spec.a", "Why.", None), Finding::warning("lookup failed")], true, None, &["spec.a edited", "lookup failed"])]
+    #[case::a_rejection_keeps_the_warnings(vec![finding(Action::Warn, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.b: Forbidden: changed]. Why."), &["spec.a edited"])]
+    #[case::allowed_findings_are_not_reported(vec![finding(Action::Ignore, "spec.a", "Why.", Some("x"))], true, None, &[])]
+    fn findings_add_up_to_one_message(
+        #[case] findings: Vec<Finding>,
+        #[case] allowed: bool,
+        #[case] message: Option<&str>,
+        #[case] warnings: &[&str],
+    ) {
+        let verdict = Verdict::from_findings(&subject(), &findings);
+        assert_eq!(verdict.allowed, allowed);
+        assert_eq!(verdict.message.as_deref(), message);
+        assert_eq!(verdict.code, (!allowed).then_some(403));
+        assert_eq!(verdict.warnings, warnings);
+        let reported: Vec<(&str, Action)> = verdict
+            .violations
+            .iter()
+            .map(|v| (v.field.as_str(), v.action))
+            .collect();
+        let expected: Vec<(&str, Action)> = findings
+            .iter()
+            .filter(|f| f.action != Action::Ignore)
+            .flat_map(|f| f.violations.iter().map(|v| (v.field.as_str(), f.action)))
+            .collect();
+        assert_eq!(reported, expected);
+        if findings.iter().all(|f| f.action == Action::Ignore) {
+            assert_eq!(verdict, Verdict::accept());
+        }
+    }
+
+    #[test]
+    fn the_first_proposed_name_is_suggested() {
+        let findings = [
+            finding(Action::Ignore, "spec.a", "Why.", Some("ignored-name")),
+            finding(Action::Warn, "spec.b", "Why.", None),
+            finding(Action::Reject, "spec.c", "Why.", Some("pool-1-5e6f7a8b")),
+            finding(Action::Reject, "spec.d", "Why.", Some("pool-1-00000000")),
+        ];
+        let verdict = Verdict::from_findings(&subject(), &findings);
+        assert_eq!(verdict.suggested_name.as_deref(), Some("pool-1-5e6f7a8b"));
+    }
+
+    #[rstest]
+    #[case::namespaced("fleet", "KubeadmConfig fleet/pool-1-a")]
+    #[case::cluster_scoped("", "KubeadmConfig pool-1-a")]
+    fn a_subject_in_short(#[case] namespace: &str, #[case] short: &str) {
+        let subject = Subject {
+            namespace: namespace.into(),
+            ..subject()
+        };
+        assert_eq!(subject.short(), short);
+    }
+
+    #[rstest]
+    #[case::short("a".repeat(WARNING_LIMIT), "a".repeat(WARNING_LIMIT))]
+    #[case::one_too_long("a".repeat(WARNING_LIMIT + 1), format!("{}...", "a".repeat(WARNING_LIMIT - 3)))]
+    #[case::cut_by_characters_not_bytes("ü".repeat(WARNING_LIMIT + 5), format!("{}...", "ü".repeat(WARNING_LIMIT - 3)))]
+    fn warnings_are_cut_at_the_limit(#[case] text: String, #[case] expected: String) {
+        assert_eq!(short_warning(&text), expected);
+    }
+
+    #[test]
+    fn an_unreadable_request_is_a_400() {
+        let verdict = Verdict::bad_request("request.kind is missing");
+        assert_eq!(
+            (verdict.allowed, verdict.code, verdict.message.as_deref()),
+            (false, Some(400), Some("request.kind is missing"))
+        );
     }
 }

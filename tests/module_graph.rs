@@ -1,8 +1,11 @@
-//! The rule library reads top-down: the waPC glue, then the engine, then the rule families,
-//! then the pieces they share (diff, paths, fingerprint, request, verdict, ...). A module that
-//! names `crate::x` (or `crate::folder::x`) depends on it; this test fails on any cycle among
-//! the modules of `src/` and its folders, naming it, so shared pieces keep moving down instead
-//! of being borrowed back from above. Test modules are not scanned.
+//! The rule library reads top-down, and its folders say so: the waPC glue (`lib.rs`), then the
+//! engine, which routes; then one file per kind judged (`webhooks/`); then the rule families
+//! (`rules/`); then the pieces they share: the request reader (`reader/`), the CAPI facts
+//! (`capi/`), `diff`, `fingerprint`, `settings`, `verdict`, `lookups`. A module that names
+//! `crate::x` (or `crate::folder::x`) in its code depends on it; this test fails on any cycle
+//! among the modules of `src/` and on any module that names one of a layer above its own,
+//! naming them, so shared pieces keep moving down instead of being borrowed back from above.
+//! Test modules are not scanned: a test may judge through the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -126,8 +129,12 @@ fn src_modules_form_no_cycle() {
     let graph = graph();
     assert!(graph.contains_key("engine") && graph.contains_key("rules::rotation"));
     assert!(
-        graph["engine"].contains("rules::rotation"),
+        graph["webhooks::machine_pool"].contains("rules::rotation"),
         "the scan sees use lines"
+    );
+    assert!(
+        graph["webhooks::bootstrap_config"].contains("rules::in_place_edit"),
+        "the scan sees paths inside folders"
     );
     let mut done = BTreeSet::new();
     for module in graph.keys() {
@@ -137,28 +144,72 @@ fn src_modules_form_no_cycle() {
     }
 }
 
+/// 3: the engine; 2: the judged kinds; 1: the rule families; 0: the shared pieces.
+fn layer(module: &str) -> u8 {
+    match module.split("::").next().unwrap() {
+        "engine" => 3,
+        "webhooks" => 2,
+        "rules" => 1,
+        _ => 0,
+    }
+}
+
 #[test]
-fn the_shared_pieces_sit_below_the_rules() {
+fn no_module_names_a_layer_above_its_own() {
     let graph = graph();
-    for base in [
-        "diff",
-        "capi::paths",
-        "fingerprint",
-        "verdict",
-        "capi::kinds",
-        "capi::config_ref",
-    ] {
-        for rule in [
-            "engine",
-            "rules::rotation",
-            "rules::in_place_edit",
-            "webhooks::bootstrap_template",
-            "rules::ownership",
-            "rules::contract",
-        ] {
+    for (module, uses) in &graph {
+        for used in uses {
             assert!(
-                !graph[base].contains(rule),
-                "{base} names {rule}: a shared piece may not depend on a rule family"
+                layer(used) <= layer(module),
+                "{module} names {used}: the engine routes to the judged kinds, which ask the \
+                 rules, which use the shared pieces; never the other way"
+            );
+        }
+    }
+}
+
+#[test]
+fn each_judged_kind_stands_alone() {
+    let graph = graph();
+    let kinds: Vec<&String> = graph
+        .keys()
+        .filter(|m| m.starts_with("webhooks::"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "webhooks::bootstrap_config",
+            "webhooks::bootstrap_template",
+            "webhooks::machine_pool"
+        ]
+    );
+    for kind in &kinds {
+        for other in &kinds {
+            assert!(
+                kind == other || !graph[*kind].contains(*other),
+                "{kind} names {other}: one file per kind judged"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_reader_and_the_capi_facts_sit_at_the_bottom() {
+    let graph = graph();
+    for (module, uses) in &graph {
+        let allowed: &[&str] = if module.starts_with("reader::") {
+            // The request reader reads JSON into views; it knows a GroupKind, nothing else.
+            &["reader::", "capi::kinds"]
+        } else if module.starts_with("capi::") {
+            // The CAPI facts are facts: no settings, no verdicts.
+            &["capi::", "reader::", "diff"]
+        } else {
+            continue;
+        };
+        for used in uses {
+            assert!(
+                allowed.iter().any(|a| used.starts_with(a)),
+                "{module} names {used}: only {allowed:?} sit beside or below it"
             );
         }
     }

@@ -65,7 +65,7 @@ impl<'a> Text<'a> {
     }
 
     /// The unescaped string: borrowed from the input unless it holds escapes.
-    pub fn to_str(&self) -> Cow<'a, str> {
+    pub fn to_str(self) -> Cow<'a, str> {
         if !self.is_escaped() {
             return Cow::Borrowed(std::str::from_utf8(self.raw).unwrap_or_default());
         }

@@ -1,61 +1,52 @@
-//! Who is asking: exemptions, CAPI's controllers and the garbage collector. Identities match
-//! exactly; no prefixes, no case folding.
+//! Rule 6, exemptions: requests from `exemptUsers` or a member of `exemptGroups` are allowed,
+//! and the audit annotation [`EXEMPTION_ANNOTATION`] records what would have happened.
+//! Identities match exactly; no prefixes, no case folding. `dryRun` requests get the real
+//! verdict: nothing here reads it. The engine applies it to every verdict ([`exempt`]).
 
-use serde_json::Value;
-
+use crate::reader::request::Requester;
 use crate::settings::Settings;
+use crate::verdict::{Verdict, EXEMPTION_ANNOTATION};
 
-/// The identity kube-controller-manager's garbage collector uses when it drops ownerReferences.
-pub const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Requester<'a> {
-    pub username: &'a str,
-    pub groups: Vec<&'a str>,
+/// Why this requester is exempt, if it is: `exemptUsers` or `exemptGroups` matched.
+pub fn exemption(settings: &Settings, requester: &Requester) -> Option<String> {
+    if settings
+        .exempt_users
+        .iter()
+        .any(|u| u == requester.username)
+    {
+        return Some(format!("user {:?} is in exemptUsers", requester.username));
+    }
+    settings
+        .exempt_groups
+        .iter()
+        .find(|g| requester.groups.contains(&g.as_ref()))
+        .map(|g| format!("user {:?} is in exempt group {g:?}", requester.username))
 }
 
-impl<'a> Requester<'a> {
-    /// Reads `request.userInfo`; a missing or malformed one is an anonymous requester.
-    pub fn from_user_info(user_info: Option<&'a Value>) -> Self {
-        let username = user_info
-            .and_then(|u| u.get("username"))
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let groups = user_info
-            .and_then(|u| u.get("groups"))
-            .and_then(Value::as_array)
-            .map(|groups| groups.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        Requester { username, groups }
+/// An exempt requester is allowed; what would have happened goes into the audit log, the
+/// warnings are kept.
+pub fn exempt(verdict: Verdict, reason: &str) -> Verdict {
+    if verdict.allowed && verdict.warnings.is_empty() {
+        return verdict;
     }
-
-    /// Why this requester is exempt, if it is: `exemptUsers` or `exemptGroups` matched.
-    pub fn exemption(&self, settings: &Settings) -> Option<String> {
-        if settings.exempt_users.iter().any(|u| u == self.username) {
-            return Some(format!("user {:?} is in exemptUsers", self.username));
-        }
-        settings
-            .exempt_groups
-            .iter()
-            .find(|g| self.groups.contains(&g.as_ref()))
-            .map(|g| format!("user {:?} is in exempt group {g:?}", self.username))
-    }
-
-    /// One of `controllerUsers` (CAPI's and the default providers' controllers by default).
-    pub fn is_controller(&self, settings: &Settings) -> bool {
-        settings.controller_users.iter().any(|u| u == self.username)
-    }
-
-    pub fn is_garbage_collector(&self) -> bool {
-        self.username == GARBAGE_COLLECTOR
-    }
+    let outcome = match &verdict.message {
+        Some(message) if !verdict.allowed => format!("would have rejected: {message}"),
+        _ => format!("would have warned: {}", verdict.warnings.join(" | ")),
+    };
+    verdict.allowed_with_note(
+        EXEMPTION_ANNOTATION,
+        format!("allowed because {reason}; {outcome}"),
+        true,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capi::kinds::GroupKind;
+    use crate::settings::Action;
+    use crate::verdict::{Finding, Subject, Violation};
     use rstest::rstest;
-    use serde_json::json;
 
     fn settings() -> Settings {
         Settings {
@@ -66,44 +57,71 @@ mod tests {
     }
 
     #[rstest]
-    #[case::exact_user(json!({"username": "alice"}), Some("user \"alice\" is in exemptUsers"))]
-    #[case::user_prefix(json!({"username": "alice2"}), None)]
-    #[case::user_case(json!({"username": "Alice"}), None)]
-    #[case::user_space(json!({"username": "alice "}), None)]
-    #[case::group(json!({"username": "bob", "groups": ["system:authenticated", "platform-admins"]}), Some("user \"bob\" is in exempt group \"platform-admins\""))]
-    #[case::group_prefix(json!({"username": "bob", "groups": ["platform-admins-readonly"]}), None)]
-    #[case::groups_not_a_list(json!({"username": "bob", "groups": "platform-admins"}), None)]
-    #[case::no_user_info(json!(null), None)]
-    fn exemptions_match_exactly(#[case] user_info: Value, #[case] expected: Option<&str>) {
-        let requester = Requester::from_user_info(Some(&user_info));
-        assert_eq!(requester.exemption(&settings()).as_deref(), expected);
+    #[case::exact_user("alice", &[], Some("user \"alice\" is in exemptUsers"))]
+    #[case::user_prefix("alice2", &[], None)]
+    #[case::user_case("Alice", &[], None)]
+    #[case::user_space("alice ", &[], None)]
+    #[case::group("bob", &["system:authenticated", "platform-admins"], Some("user \"bob\" is in exempt group \"platform-admins\""))]
+    #[case::group_prefix("bob", &["platform-admins-readonly"], None)]
+    #[case::user_before_group("alice", &["platform-admins"], Some("user \"alice\" is in exemptUsers"))]
+    #[case::anonymous("", &[], None)]
+    fn exemptions_match_exactly(
+        #[case] username: &str,
+        #[case] groups: &[&str],
+        #[case] expected: Option<&str>,
+    ) {
+        let requester = Requester {
+            username,
+            groups: groups.to_vec(),
+        };
+        assert_eq!(exemption(&settings(), &requester).as_deref(), expected);
+    }
+
+    fn verdict(action: Action) -> Verdict {
+        let subject = Subject {
+            group_kind: GroupKind::builtin("bootstrap.cluster.x-k8s.io", "KubeadmConfig"),
+            namespace: "fleet".into(),
+            name: "pool-1-a".into(),
+        };
+        Verdict::from_findings(
+            &subject,
+            &[Finding {
+                action,
+                violations: vec![Violation::new(
+                    "spec.files[0].content",
+                    "Forbidden: changed",
+                )],
+                explanation: "The config is in use".into(),
+                warning: "spec.files[0].content edited in place".into(),
+                suggested_name: None,
+            }],
+        )
     }
 
     #[rstest]
-    #[case::capi_manager("system:serviceaccount:capi-system:capi-manager", true)]
-    #[case::other_namespace("system:serviceaccount:other:capi-manager", false)]
-    #[case::kubeadm_bootstrap(
-        "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager",
-        true
+    #[case::rejected(Action::Reject, "would have rejected: KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.files[0].content: Forbidden: changed]. The config is in use", 0)]
+    #[case::warned(
+        Action::Warn,
+        "would have warned: spec.files[0].content edited in place",
+        1
     )]
-    #[case::rke2_bootstrap(
-        "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager",
-        true
-    )]
-    #[case::k3s_default_service_account(
-        "system:serviceaccount:capi-k3s-bootstrap-system:default",
-        true
-    )]
-    #[case::default_service_account_elsewhere("system:serviceaccount:capi-system:default", false)]
-    #[case::prefix_only(
-        "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap",
-        false
-    )]
-    fn controller_identity(#[case] username: &str, #[case] expected: bool) {
-        let requester = Requester {
-            username,
-            groups: vec![],
-        };
-        assert_eq!(requester.is_controller(&Settings::default()), expected);
+    fn an_exempt_requester_is_allowed_and_audited(
+        #[case] action: Action,
+        #[case] outcome: &str,
+        #[case] warnings: usize,
+    ) {
+        let verdict = exempt(verdict(action), "user \"alice\" is in exemptUsers");
+        assert!(verdict.allowed);
+        assert_eq!((verdict.message, verdict.code), (None, None));
+        assert_eq!(verdict.warnings.len(), warnings);
+        assert_eq!(
+            verdict.audit_annotations[EXEMPTION_ANNOTATION],
+            format!("allowed because user \"alice\" is in exemptUsers; {outcome}")
+        );
+    }
+
+    #[test]
+    fn nothing_found_leaves_no_trace() {
+        assert_eq!(exempt(Verdict::accept(), "any"), Verdict::accept());
     }
 }

@@ -7,19 +7,24 @@
 //! ~7.5 min), and fill-once fields, allowed from empty to a value (the discovery fields CAPI
 //! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
 //! no change (see [`crate::diff`]).
+//!
+//! Asked on a bootstrap config's UPDATE: when the spec is compared and when the pools are
+//! looked up is [`crate::webhooks::bootstrap_config`]'s decision; templates (rule 8) share
+//! [`change_violations`].
 
+use crate::capi::owners::Owner;
 use crate::capi::provider_writes::as_defaulted;
 use crate::diff::{changes_at, Change, FieldRules};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::json::Node;
-use crate::rules::ownership::Owner;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
 /// At most this many changed paths are listed; the rest are counted.
 pub const MAX_REPORTED_PATHS: usize = 10;
 
-fn pools(subject: &Subject, owners: &[Owner]) -> String {
+/// `MachinePool ns/a and MachinePool ns/b`, as the messages name the pools.
+pub fn pools(subject: &Subject, owners: &[Owner]) -> String {
     owners
         .iter()
         .map(|o| format!("MachinePool {}/{}", subject.namespace, o.name))
@@ -126,55 +131,6 @@ pub fn check_rotated_out(subject: &Subject, changes: &[Change]) -> Option<Findin
     Some(Finding::warning(format!(
         "{} {} is rotated out (no MachinePool references it): this edit reaches no node",
         subject.group_kind.kind, subject.name
-    )))
-}
-
-/// With lookups: deleting a config a live MachinePool references stops the pool's reconcile,
-/// and re-creating it under the same name is an in-place edit in disguise.
-pub fn check_delete(
-    settings: &Settings,
-    subject: &Subject,
-    referencing: &[Owner],
-) -> Option<Finding> {
-    if referencing.is_empty() || settings.in_place_edits == Action::Ignore {
-        return None;
-    }
-    let pools = pools(subject, referencing);
-    Some(Finding {
-        action: settings.in_place_edits,
-        violations: vec![Violation::new(
-            "metadata.name",
-            format!("Forbidden: referenced by the configRef of {pools}"),
-        )],
-        explanation: format!(
-            "Deleting it stops {pools} from reconciling, and re-creating it under the same name \
-             rolls nothing out. Point spec.template.spec.bootstrap.configRef of {pools} at \
-             another {} first, or delete the MachinePool",
-            subject.group_kind.kind
-        ),
-        warning: format!(
-            "deleting {} breaks the reconcile of {pools}",
-            subject.short()
-        ),
-        suggested_name: None,
-    })
-}
-
-/// With lookups: a config created under a name whose data secret a MachinePool already consumed
-/// will not roll out (the pool sees no new data secret name).
-pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding> {
-    if consumers.is_empty() {
-        return None;
-    }
-    Some(Finding::warning(format!(
-        "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
-        subject.group_kind.kind,
-        subject.name,
-        consumers
-            .iter()
-            .map(|o| o.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
     )))
 }
 

@@ -1,38 +1,17 @@
-//! Ownership: a config is in use when a MachinePool controls it (the controller ownerReference
-//! CAPI's MachinePool controller sets), and that reference may not be laundered away.
+//! Rule 4, ownership laundering: a config is in use when a MachinePool controls it (the
+//! controller ownerReference CAPI's MachinePool controller sets, [`machine_pool_controllers`]),
+//! and that reference may not be laundered away: removing it, then editing the config, would
+//! bypass rule 2 in two steps.
 
-use crate::capi::kinds::{group_of_api_version, is_machine_pool};
+use crate::capi::owners::{machine_pool_controllers, Owner};
 use crate::reader::object::Object;
-use crate::rules::exemptions::Requester;
+use crate::reader::request::Requester;
+use crate::rules::controller_writes::is_controller;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 
-/// A MachinePool that controls a config.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Owner {
-    pub name: String,
-    pub uid: String,
-}
-
-/// The MachinePool controller references of an object (any version, current or `exp` group).
-pub fn machine_pool_controllers(object: Option<&Object>) -> Vec<Owner> {
-    let Some(refs) = object.and_then(|o| o.owner_references.as_deref()) else {
-        return Vec::new();
-    };
-    refs.iter()
-        .filter(|r| r.controller == Some(true))
-        .filter(|r| {
-            is_machine_pool(
-                group_of_api_version(r.api_version.as_deref().unwrap_or("")),
-                r.kind.as_deref().unwrap_or(""),
-            )
-        })
-        .map(|r| Owner {
-            name: r.name.as_deref().unwrap_or("").to_string(),
-            uid: r.uid.as_deref().unwrap_or("").to_string(),
-        })
-        .collect()
-}
+/// The identity kube-controller-manager's garbage collector uses when it drops ownerReferences.
+pub const GARBAGE_COLLECTOR: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
 
 fn same_owner(a: &Owner, b: &Owner) -> bool {
     if a.uid.is_empty() || b.uid.is_empty() {
@@ -68,8 +47,8 @@ pub fn check_removal(
 ) -> Option<Finding> {
     if removed.is_empty()
         || settings.in_place_edits == Action::Ignore
-        || requester.is_garbage_collector()
-        || requester.is_controller(settings)
+        || requester.username == GARBAGE_COLLECTOR
+        || is_controller(settings, requester)
     {
         return None;
     }
@@ -105,29 +84,103 @@ pub fn check_removal(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capi::provider_writes::DEFAULT_CONTROLLER_USERS;
     use rstest::rstest;
-    use serde_json::{json, Value};
+    use serde_json::json;
 
-    fn with_refs(refs: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({"metadata": {"ownerReferences": refs}})).unwrap()
+    fn owner(name: &str, uid: &str) -> Owner {
+        Owner {
+            name: name.into(),
+            uid: uid.into(),
+        }
     }
 
     #[rstest]
-    #[case::v1beta2(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
-    #[case::v1beta1(json!([{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
-    #[case::exp_group(json!([{"apiVersion": "exp.cluster.x-k8s.io/v1beta1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 1)]
-    #[case::not_controller(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1"}]), 0)]
-    #[case::controller_false(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": false}]), 0)]
-    #[case::other_group(json!([{"apiVersion": "example.com/v1", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), 0)]
-    #[case::cluster_owner(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c", "uid": "u2", "controller": true}]), 0)]
-    #[case::not_a_list(json!("MachinePool/mp"), 0)]
-    #[case::garbage_entries(json!([1, null, "x", {"controller": "true"}]), 0)]
-    fn in_use_means_a_machine_pool_controller_reference(
-        #[case] refs: Value,
-        #[case] expected: usize,
+    #[case::kept(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": true}]), &[])]
+    #[case::stripped(json!([]), &["mp"])]
+    #[case::demoted(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u1", "controller": false}]), &["mp"])]
+    #[case::moved_to_another_pool(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp-b", "uid": "u2", "controller": true}]), &["mp"])]
+    #[case::same_uid_renamed(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "renamed", "uid": "u1", "controller": true}]), &[])]
+    #[case::no_uid_same_name(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "controller": true}]), &[])]
+    fn removed_controllers_compare_by_uid_else_name(
+        #[case] new_refs: serde_json::Value,
+        #[case] removed: &[&str],
     ) {
-        let json = with_refs(refs);
-        let object = Object::from_json(&json).unwrap();
-        assert_eq!(machine_pool_controllers(Some(&object)).len(), expected);
+        let json = serde_json::to_vec(&json!({"metadata": {"ownerReferences": new_refs}})).unwrap();
+        let new = Object::from_json(&json).unwrap();
+        let old = [owner("mp", "u1")];
+        let found: Vec<&str> = removed_controllers(&old, Some(&new))
+            .into_iter()
+            .map(|o| o.name.as_str())
+            .collect();
+        assert_eq!(found, removed);
+    }
+
+    fn remediation() -> (String, String) {
+        ("Rotate.".to_string(), "worker-a-5e6f7a8b".to_string())
+    }
+
+    #[rstest]
+    #[case::a_person("alice", Action::Reject, true)]
+    #[case::warned("alice", Action::Warn, true)]
+    #[case::allowed("alice", Action::Ignore, false)]
+    #[case::garbage_collector(GARBAGE_COLLECTOR, Action::Reject, false)]
+    #[case::capi_manager(DEFAULT_CONTROLLER_USERS[0], Action::Reject, false)]
+    #[case::gc_prefix_is_a_person(
+        "system:serviceaccount:kube-system:generic-garbage",
+        Action::Reject,
+        true
+    )]
+    fn only_the_garbage_collector_and_controllers_may_remove_it(
+        #[case] username: &str,
+        #[case] mode: Action,
+        #[case] found: bool,
+    ) {
+        let settings = Settings {
+            in_place_edits: mode,
+            ..Settings::default()
+        };
+        let requester = Requester {
+            username,
+            groups: vec![],
+        };
+        let (a, b) = (owner("mp", "u1"), owner("mp-b", "u2"));
+        let finding = check_removal(&settings, &requester, "fleet", &[&a, &b], remediation);
+        assert_eq!(finding.is_some(), found);
+        let Some(finding) = finding else { return };
+        assert_eq!(finding.action, mode);
+        assert_eq!(
+            finding.violations,
+            [
+                Violation::new(
+                    "metadata.ownerReferences",
+                    "Forbidden: removes the controller reference to MachinePool fleet/mp"
+                ),
+                Violation::new(
+                    "metadata.ownerReferences",
+                    "Forbidden: removes the controller reference to MachinePool fleet/mp-b"
+                ),
+            ]
+        );
+        assert!(finding
+            .explanation
+            .ends_with("Keep metadata.ownerReferences as CAPI set it. Rotate."));
+        assert_eq!(
+            finding.warning,
+            "removing the controller reference to MachinePool fleet/mp, MachinePool fleet/mp-b \
+             hides later in-place edits from this policy"
+        );
+        assert_eq!(finding.suggested_name.as_deref(), Some("worker-a-5e6f7a8b"));
+    }
+
+    #[test]
+    fn nothing_removed_is_nothing_found() {
+        let requester = Requester::default();
+        assert_eq!(
+            check_removal(&Settings::default(), &requester, "fleet", &[], || {
+                unreachable!("no remediation without a removal")
+            }),
+            None
+        );
     }
 }
