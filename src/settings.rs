@@ -20,8 +20,9 @@ use crate::diff::FieldRules;
 pub enum Action {
     Reject,
     Warn,
-    /// Spelled `allow` for inPlaceEdits and `ignore` for contractViolations.
-    Ignore,
+    /// Nothing is reported: spelled `allow` for inPlaceEdits and templateEdits, `ignore` for
+    /// contractViolations.
+    Allow,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,7 +287,7 @@ fn action(value: &Value, key: &str, names: &[&str; 3]) -> Result<Action, String>
     match value.as_str() {
         Some(s) if s == names[0] => Ok(Action::Reject),
         Some(s) if s == names[1] => Ok(Action::Warn),
-        Some(s) if s == names[2] => Ok(Action::Ignore),
+        Some(s) if s == names[2] => Ok(Action::Allow),
         Some(s) => Err(format!(
             "{key}: unknown value {s:?} (expected one of {})",
             names.join(", ")
@@ -543,7 +544,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(settings.in_place_edits, Action::Warn);
-        assert_eq!(settings.contract_violations, Action::Ignore);
+        assert_eq!(settings.contract_violations, Action::Allow);
         assert_eq!(settings.exempt_users, ["alice"]);
         assert_eq!(settings.exempt_groups, ["admins"]);
         assert_eq!(

@@ -46,7 +46,7 @@ impl Violation {
 /// What one rule found about one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
-    /// `Reject` or `Warn`; rules drop findings whose action is `Ignore`.
+    /// `Reject` or `Warn`; rules drop findings whose action is `Allow`.
     pub action: Action,
     pub violations: Vec<Violation>,
     /// Why it matters and what to do, appended after the field list of a rejection.
@@ -172,7 +172,7 @@ impl Verdict {
         };
         let reported = findings
             .iter()
-            .filter(|f| f.action != Action::Ignore)
+            .filter(|f| f.action != Action::Allow)
             .flat_map(|f| {
                 f.violations.iter().map(|v| ReportedViolation {
                     field: v.field.clone(),
@@ -183,7 +183,7 @@ impl Verdict {
             .collect();
         let suggested_name = findings
             .iter()
-            .filter(|f| f.action != Action::Ignore)
+            .filter(|f| f.action != Action::Allow)
             .find_map(|f| f.suggested_name.clone());
         if rejecting.is_empty() {
             return Verdict {
@@ -336,7 +336,7 @@ mod tests {
     #[case::every_field_once_every_explanation_once(vec![finding(Action::Reject, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None), finding(Action::Reject, "metadata.x", "Other.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.a: Forbidden: changed, spec.b: Forbidden: changed, metadata.x: Forbidden: changed]. Why.. Other."), &[])]
     #[case::warnings_only(vec![finding(Action::Warn, "spec.a", "Why.", None), Finding::warning("lookup failed")], true, None, &["spec.a edited", "lookup failed"])]
     #[case::a_rejection_keeps_the_warnings(vec![finding(Action::Warn, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.b: Forbidden: changed]. Why."), &["spec.a edited"])]
-    #[case::allowed_findings_are_not_reported(vec![finding(Action::Ignore, "spec.a", "Why.", Some("x"))], true, None, &[])]
+    #[case::allowed_findings_are_not_reported(vec![finding(Action::Allow, "spec.a", "Why.", Some("x"))], true, None, &[])]
     fn findings_add_up_to_one_message(
         #[case] findings: Vec<Finding>,
         #[case] allowed: bool,
@@ -355,11 +355,11 @@ mod tests {
             .collect();
         let expected: Vec<(&str, Action)> = findings
             .iter()
-            .filter(|f| f.action != Action::Ignore)
+            .filter(|f| f.action != Action::Allow)
             .flat_map(|f| f.violations.iter().map(|v| (v.field.as_str(), f.action)))
             .collect();
         assert_eq!(reported, expected);
-        if findings.iter().all(|f| f.action == Action::Ignore) {
+        if findings.iter().all(|f| f.action == Action::Allow) {
             assert_eq!(verdict, Verdict::accept());
         }
     }
@@ -367,7 +367,7 @@ mod tests {
     #[test]
     fn the_first_proposed_name_is_suggested() {
         let findings = [
-            finding(Action::Ignore, "spec.a", "Why.", Some("ignored-name")),
+            finding(Action::Allow, "spec.a", "Why.", Some("ignored-name")),
             finding(Action::Warn, "spec.b", "Why.", None),
             finding(Action::Reject, "spec.c", "Why.", Some("pool-1-5e6f7a8b")),
             finding(Action::Reject, "spec.d", "Why.", Some("pool-1-00000000")),

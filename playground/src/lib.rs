@@ -206,7 +206,8 @@ fn action_name(action: Action) -> &'static str {
     match action {
         Action::Reject => "reject",
         Action::Warn => "warn",
-        Action::Ignore => "ignore",
+        // Never reported: a rule drops the findings its setting allows.
+        Action::Allow => "allow",
     }
 }
 

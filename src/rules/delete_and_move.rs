@@ -59,7 +59,7 @@ pub fn check_delete(
     subject: &Subject,
     referencing: &[Owner],
 ) -> Option<Finding> {
-    if referencing.is_empty() || settings.in_place_edits == Action::Ignore {
+    if referencing.is_empty() || settings.in_place_edits == Action::Allow {
         return None;
     }
     let pools = pools(subject, referencing);
@@ -167,7 +167,7 @@ mod tests {
     #[case::one_pool(Action::Reject, &["mp"], Some("Forbidden: referenced by the configRef of MachinePool fleet/mp"))]
     #[case::two_pools(Action::Warn, &["mp", "mp-b"], Some("Forbidden: referenced by the configRef of MachinePool fleet/mp and MachinePool fleet/mp-b"))]
     #[case::rotated_out(Action::Reject, &[], None)]
-    #[case::allowed(Action::Ignore, &["mp"], None)]
+    #[case::allowed(Action::Allow, &["mp"], None)]
     fn deleting_a_referenced_config(
         #[case] mode: Action,
         #[case] referencing: &[&str],

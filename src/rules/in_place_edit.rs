@@ -96,7 +96,7 @@ pub fn check(
     changes: &[Change],
     new_spec: Option<&Node>,
 ) -> Option<Finding> {
-    if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Ignore {
+    if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Allow {
         return None;
     }
     let violations = change_violations(changes);
@@ -339,7 +339,7 @@ mod tests {
         )
         .is_none());
         let allow = Settings {
-            in_place_edits: Action::Ignore,
+            in_place_edits: Action::Allow,
             ..Settings::default()
         };
         assert!(judge(

@@ -46,7 +46,7 @@ pub fn check_removal(
     remediation: impl FnOnce() -> (String, String),
 ) -> Option<Finding> {
     if removed.is_empty()
-        || settings.in_place_edits == Action::Ignore
+        || settings.in_place_edits == Action::Allow
         || requester.username == GARBAGE_COLLECTOR
         || is_controller(settings, requester)
     {
@@ -123,7 +123,7 @@ mod tests {
     #[rstest]
     #[case::a_person("alice", Action::Reject, true)]
     #[case::warned("alice", Action::Warn, true)]
-    #[case::allowed("alice", Action::Ignore, false)]
+    #[case::allowed("alice", Action::Allow, false)]
     #[case::garbage_collector(GARBAGE_COLLECTOR, Action::Reject, false)]
     #[case::capi_manager(DEFAULT_CONTROLLER_USERS[0], Action::Reject, false)]
     #[case::gc_prefix_is_a_person(

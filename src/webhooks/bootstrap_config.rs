@@ -105,7 +105,7 @@ pub fn judge(
                 // every ~7.5 minutes).
                 let rules = settings.field_rules(&subject.group_kind.kind);
                 // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
-                let changes = if lookups.is_some() || settings.in_place_edits != Action::Ignore {
+                let changes = if lookups.is_some() || settings.in_place_edits != Action::Allow {
                     in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
                 } else {
                     Vec::new()

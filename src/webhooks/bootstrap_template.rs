@@ -68,7 +68,7 @@ pub fn judge(
     subject: &Subject,
     lookups: Option<&dyn Lookups>,
 ) -> Vec<Finding> {
-    if settings.template_edits == Action::Ignore {
+    if settings.template_edits == Action::Allow {
         return Vec::new();
     }
     match request.operation {
