@@ -134,3 +134,97 @@ fn update(
     findings.push(template_edited(settings, subject, violations, &users, name));
     findings
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capi::kinds::GroupKind;
+    use crate::reader::json::read_document;
+    use crate::reader::request::RequestDoc;
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    fn template(content: &str, metadata: Value) -> Value {
+        let mut metadata = metadata;
+        metadata["name"] = json!("md-0-0123abcd");
+        json!({"metadata": metadata,
+               "spec": {"template": {"spec": {"files": [{"path": "/etc/a", "content": content}]}}}})
+    }
+
+    /// What [`judge`] finds on a request for a `kind` template, without lookups: a rejection as
+    /// its first violation, a warning as its text.
+    fn findings(
+        kind: &str,
+        operation: &str,
+        old: Value,
+        new: Value,
+        settings: Value,
+    ) -> Vec<String> {
+        let json = serde_json::to_vec(&json!({
+            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta2", "kind": kind},
+            "operation": operation, "namespace": "fleet", "name": "md-0-0123abcd",
+            "object": new, "oldObject": old,
+        }))
+        .unwrap();
+        let doc = read_document(&json, RequestDoc::read).unwrap();
+        let (group_kind, version) = doc.kind_of().unwrap();
+        let request = Request::parse(&doc, group_kind, &version).unwrap();
+        let subject = Subject {
+            group_kind: GroupKind::new("bootstrap.cluster.x-k8s.io", kind),
+            namespace: "fleet".into(),
+            name: "md-0-0123abcd".into(),
+        };
+        let settings = Settings::from_value(&settings).unwrap();
+        judge(&settings, &request, &subject, None)
+            .into_iter()
+            .map(|f| match (f.action, f.violations.first()) {
+                (Action::Reject, Some(v)) => format!("Reject {}: {}", v.field, v.detail),
+                (action, _) => format!("{action:?} {}", f.warning),
+            })
+            .collect()
+    }
+
+    const KC: &str = "KubeadmConfigTemplate";
+
+    #[rstest]
+    #[case::an_edit("UPDATE", template("a", json!({})), template("b", json!({})), json!({}), &["Reject spec.template.spec.files[0].content: Forbidden: changed"])]
+    #[case::warned("UPDATE", template("a", json!({})), template("b", json!({})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content edited in place: not rolled out to existing Machines; copy and rotate configRef"])]
+    #[case::allowed("UPDATE", template("a", json!({})), template("b", json!({})), json!({"templateEdits": "allow"}), &[])]
+    #[case::metadata_only("UPDATE", template("a", json!({})), template("a", json!({"labels": {"x": "y"}})), json!({}), &[])]
+    #[case::topology_copy("UPDATE", template("a", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), template("b", json!({})), json!({}), &["Reject spec.template.spec.files[0].content: Forbidden: changed"])]
+    #[case::topology_copy_warned("UPDATE", template("a", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), template("b", json!({})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content of a topology-managed KubeadmConfigTemplate edited: the topology controller owns it"])]
+    #[case::label_added_in_the_same_request("UPDATE", template("a", json!({})), template("b", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content edited in place: not rolled out to existing Machines; copy and rotate configRef"])]
+    #[case::class_template("UPDATE", template("a", json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "quick-start"}]})), template("b", json!({})), json!({}), &["Warn ClusterClass quick-start uses this template: every Cluster of it rolls its Machines at the next reconcile"])]
+    #[case::create("CREATE", json!(null), template("a", json!({})), json!({}), &[])]
+    #[case::delete_without_lookups("DELETE", template("a", json!({})), json!(null), json!({}), &[])]
+    fn the_decision_tree(
+        #[case] operation: &str,
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] settings: Value,
+        #[case] expected: &[&str],
+    ) {
+        assert_eq!(findings(KC, operation, old, new, settings), expected);
+    }
+
+    #[test]
+    fn rke2_s_defaulted_format_is_no_edit() {
+        let old = json!({"metadata": {}, "spec": {"template": {"spec": {"agentConfig": {}}}}});
+        let new = json!({"metadata": {}, "spec": {"template": {"spec": {"agentConfig": {"format": "cloud-config"}}}}});
+        assert_eq!(
+            findings(
+                "RKE2ConfigTemplate",
+                "UPDATE",
+                old.clone(),
+                new.clone(),
+                json!({})
+            ),
+            Vec::<String>::new()
+        );
+        // The same write on a KubeadmConfigTemplate is an edit.
+        assert_eq!(
+            findings(KC, "UPDATE", old, new, json!({})),
+            ["Reject spec.template.spec.agentConfig.format: Forbidden: added"]
+        );
+    }
+}
