@@ -7,11 +7,9 @@
 //! verdict, and applies the rules that hold for every kind: `clusterctl move`'s DELETE
 //! (rule 7), CAPI's controllers (rule 3) and the exemptions (rule 6).
 
-use serde_json::Value;
-
 use crate::capi::kinds::{is_machine_pool, is_machine_template_consumer};
 use crate::lookups::{Lookups, NoLookups};
-use crate::reader::json::{read_document, serde_message, Invalid, Read, Reader};
+use crate::reader::json::{read_document, serde_message, Node, Read, Reader};
 use crate::reader::request::{Operation, Request, RequestDoc};
 use crate::rules::controller_writes::{by_controller, is_controller};
 use crate::rules::delete_and_move::{allowed_for_move, is_delete_for_move};
@@ -25,10 +23,10 @@ pub fn validate_payload(payload: &[u8]) -> Verdict {
     validate_payload_with(payload, &NoLookups)
 }
 
-/// `{"request": ..., "settings": ...}` as far as it is read: the settings as written (they are
-/// small and read as a `Value`), the request typed. `None`: the payload is no object.
+/// `{"request": ..., "settings": ...}` as far as it is read: both as borrowed views of the
+/// payload. `None`: the payload is no object.
 struct Payload<'a> {
-    settings: Option<&'a str>,
+    settings: Option<Node<'a>>,
     request: Option<RequestDoc<'a>>,
 }
 
@@ -39,7 +37,7 @@ fn read_payload<'a>(r: &mut Reader<'a>) -> Read<Option<Payload<'a>>> {
     };
     let is_object = r.read_object_or_skip(|r, key| {
         if key.is("settings") {
-            payload.settings = Some(r.read_raw()?);
+            payload.settings = Some(r.read_node()?);
         } else if key.is("request") {
             payload.request = Some(RequestDoc::read(r)?);
         } else {
@@ -51,18 +49,11 @@ fn read_payload<'a>(r: &mut Reader<'a>) -> Read<Option<Payload<'a>>> {
 }
 
 /// The `validate` entry point: reads `{"request": ..., "settings": ...}`. The payload is read
-/// once, straight from its bytes, as far as the rules read it (see [`crate::reader::json`]); a payload
-/// it refuses gets serde_json's message.
+/// once, straight from its bytes, as far as the rules read it (see [`crate::reader::json`]); a
+/// payload it refuses gets serde_json's message.
 pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
-    let read = read_document(payload, read_payload).and_then(|fields| {
-        let settings = match fields.as_ref().and_then(|f| f.settings) {
-            Some(raw) => serde_json::from_str(raw).map_err(|_| Invalid("settings"))?,
-            None => Value::Null,
-        };
-        Ok((fields, settings))
-    });
-    let (fields, settings) = match read {
-        Ok(read) => read,
+    let fields = match read_document(payload, read_payload) {
+        Ok(fields) => fields,
         Err(_) => {
             return Verdict::bad_request(format!(
                 "cannot read the validation payload: {}",
@@ -73,7 +64,7 @@ pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
     let Some(fields) = fields else {
         return Verdict::bad_request("the validation payload must be a JSON object");
     };
-    let settings = match Settings::from_value(&settings) {
+    let settings = match Settings::from_node(fields.settings.as_ref().unwrap_or(&Node::Null)) {
         Ok(s) => s,
         Err(e) => return Verdict::bad_request(format!("invalid settings: {e}")),
     };
@@ -83,20 +74,20 @@ pub fn validate_payload_with(payload: &[u8], lookups: &dyn Lookups) -> Verdict {
     }
 }
 
-/// Judges one AdmissionRequest without lookups.
-pub fn evaluate(settings: &Settings, request: &Value) -> Verdict {
+/// Judges one AdmissionRequest, given as its JSON text, without lookups.
+pub fn evaluate(settings: &Settings, request: &[u8]) -> Verdict {
     evaluate_with(settings, request, &NoLookups)
 }
 
-/// Judges one AdmissionRequest given as a `Value` (tests, tools); `lookups` is asked only when
-/// `settings.context_aware`. It is read as the payload's request is.
-pub fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups) -> Verdict {
-    let json = serde_json::to_vec(request).unwrap_or_default();
-    match read_document(&json, RequestDoc::read) {
+/// Judges one AdmissionRequest given as its JSON text (tests, tools), read as the payload's
+/// request is; `lookups` is asked only when `settings.context_aware`.
+pub fn evaluate_with(settings: &Settings, request: &[u8], lookups: &dyn Lookups) -> Verdict {
+    match read_document(request, RequestDoc::read) {
         Ok(doc) => evaluate_request(settings, &doc, lookups),
-        Err(_) => {
-            Verdict::bad_request(format!("cannot read the request: {}", serde_message(&json)))
-        }
+        Err(_) => Verdict::bad_request(format!(
+            "cannot read the request: {}",
+            serde_message(request)
+        )),
     }
 }
 

@@ -2,8 +2,6 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
-
 /// CAPI's core group, and the group MachinePools were served from while experimental.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
 pub const CAPI_EXP_GROUP: &str = "exp.cluster.x-k8s.io";
@@ -76,14 +74,4 @@ pub fn is_machine_pool(group: &str, kind: &str) -> bool {
 /// MachineDeployments and MachineSets name a bootstrap template in the same configRef.
 pub fn is_machine_template_consumer(group: &str, kind: &str) -> bool {
     group == CAPI_GROUP && (kind == MACHINE_DEPLOYMENT || kind == MACHINE_SET)
-}
-
-/// Reads a string field, treating anything else (absent, null, a number) as absent.
-pub fn str_field<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
-    value.get(key).and_then(Value::as_str)
-}
-
-/// Follows a dotted list of object keys.
-pub fn at<'a>(value: &'a Value, keys: &[&str]) -> Option<&'a Value> {
-    keys.iter().try_fold(value, |v, key| v.get(key))
 }

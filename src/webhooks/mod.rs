@@ -83,7 +83,8 @@ pub(crate) mod fixtures {
     }
 
     pub(crate) fn run(settings: Value, request: &Value) -> Verdict {
-        crate::engine::evaluate(&Settings::from_value(&settings).unwrap(), request)
+        let request = serde_json::to_vec(request).unwrap();
+        crate::engine::evaluate(&Settings::from_value(&settings).unwrap(), &request)
     }
 
     pub(crate) fn topology(mut object: Value) -> Value {
