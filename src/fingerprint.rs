@@ -63,7 +63,7 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 
 /// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical form,
 /// hashed as it is written.
-pub fn fingerprint(spec: Option<&Node>, rules: &FieldRules) -> String {
+pub(crate) fn fingerprint(spec: Option<&Node>, rules: &FieldRules) -> String {
     let mut hash = Fnv1a64(FNV_OFFSET_BASIS);
     write_canonical_form("spec", spec, rules, &mut hash);
     format!("{:016x}", hash.0)

@@ -50,7 +50,7 @@ pub struct Settings {
 
 /// The version each known provider serves its config kind in, for lookups.
 /// KubeadmConfig follows `capiVersion`.
-pub const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
+pub(crate) const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
     ("EKSConfig", "v1beta2"),
     ("NodeadmConfig", "v1beta2"),
     ("RKE2Config", "v1beta1"),

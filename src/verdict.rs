@@ -29,7 +29,7 @@ pub const CONTROLLER_WRITE_ANNOTATION: &str = "capi-bootstrap-rollout-policy/con
 
 /// One field-level problem: `spec.files[2].content: Forbidden: changed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     pub field: String,
     pub detail: String,
 }
@@ -45,7 +45,7 @@ impl Violation {
 
 /// What one rule found about one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// `Reject` or `Warn`; rules drop findings whose action is `Allow`.
     pub action: Action,
     pub violations: Vec<Violation>,
@@ -88,7 +88,7 @@ pub struct ReportedViolation {
 
 /// The object a request is about, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub group_kind: GroupKind,
     pub namespace: String,
     pub name: String,
@@ -121,7 +121,7 @@ pub struct Verdict {
 }
 
 /// Cuts a warning to [`WARNING_LIMIT`] characters.
-pub fn short_warning(text: &str) -> String {
+pub(crate) fn short_warning(text: &str) -> String {
     if text.chars().count() <= WARNING_LIMIT {
         return text.to_string();
     }
@@ -139,7 +139,7 @@ impl Verdict {
     }
 
     /// A request this policy cannot read: rejected with 400 and the reason.
-    pub fn bad_request(reason: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(reason: impl Into<String>) -> Self {
         Verdict {
             allowed: false,
             message: Some(reason.into()),
@@ -149,7 +149,7 @@ impl Verdict {
     }
 
     /// Adds the findings up: every rejecting violation in one message, every warning listed.
-    pub fn from_findings(subject: &Subject, findings: &[Finding]) -> Self {
+    pub(crate) fn from_findings(subject: &Subject, findings: &[Finding]) -> Self {
         let rejecting: Vec<&Finding> = findings
             .iter()
             .filter(|f| f.action == Action::Reject)

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::capi::kinds::{group_of_api_version, GroupKind};
 use crate::reader::json::Node;
 
-pub const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
+pub(crate) const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 
 /// The identity of a configRef: {group, kind, name}. apiVersion is not part of it: in v1beta1
 /// CAPI bumps it to a newer version of the same group on its own.
@@ -54,7 +54,7 @@ impl RefIdentity {
 
 /// The string fields of a configRef (`None`: absent, or not a string).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RefStrings<'s> {
+pub(crate) struct RefStrings<'s> {
     pub api_group: Option<&'s str>,
     pub api_version: Option<&'s str>,
     pub kind: Option<&'s str>,
@@ -103,7 +103,9 @@ pub fn ref_identity_of(machine_pool: &Value) -> Option<RefIdentity> {
 
 /// The configRef in a MachinePool's `spec`: `Ok(None)` when absent (dataSecretName only), an
 /// error when it is not an object.
-pub fn config_ref_in<'s, 'a>(spec: Option<&'s Node<'a>>) -> Result<Option<&'s Node<'a>>, String> {
+pub(crate) fn config_ref_in<'s, 'a>(
+    spec: Option<&'s Node<'a>>,
+) -> Result<Option<&'s Node<'a>>, String> {
     let keys = ["template", "spec", "bootstrap", "configRef"];
     match spec.and_then(|spec| spec.at(&keys)) {
         None | Some(Node::Null) => Ok(None),

@@ -98,7 +98,7 @@ fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules 
 }
 
 /// The built-in non-compared fields of a config kind (paths from the object's top).
-pub fn default_field_rules(kind: &str) -> FieldRules {
+pub(crate) fn default_field_rules(kind: &str) -> FieldRules {
     match kind {
         "KubeadmConfig" => rules(KUBEADM_MACHINE_ONLY, KUBEADM_FILL_ONCE),
         "K0sWorkerConfig" => rules(&[], K0S_FILL_ONCE),
@@ -110,7 +110,7 @@ pub fn default_field_rules(kind: &str) -> FieldRules {
 
 /// The built-in non-compared fields of a bootstrap template kind (`RKE2ConfigTemplate`): only
 /// what a defaulting webhook writes; no controller writes into a template's spec.
-pub fn default_template_field_rules(kind: &str) -> FieldRules {
+pub(crate) fn default_template_field_rules(kind: &str) -> FieldRules {
     match kind {
         "RKE2ConfigTemplate" => rules(&[], RKE2_TEMPLATE_FILL_ONCE),
         _ => FieldRules::default(),
@@ -122,7 +122,7 @@ pub fn default_template_field_rules(kind: &str) -> FieldRules {
 /// `CorrectArbitraryData`; the controllers of v0.2-v0.20 deleted them too, in
 /// bootstrap/internal/cloudinit/cloudinit.go `cleanupArbitraryData`): the bootstrap data
 /// writes them itself.
-pub const RKE2_DROPPED_USER_DATA_KEYS: [&str; 3] = ["write_files", "ntp", "runcmd"];
+pub(crate) const RKE2_DROPPED_USER_DATA_KEYS: [&str; 3] = ["write_files", "ntp", "runcmd"];
 const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
 
 /// The two config specs as RKE2's defaulter leaves them, for comparison: in
@@ -132,7 +132,7 @@ const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
 /// change of what a value says is still a change of `...data.<key>`. `spec` is a config's
 /// `spec` or a template's `spec.template.spec`; other kinds, and RKE2 specs whose user data is
 /// the same text on both sides, are returned as they are.
-pub fn as_defaulted<'a, 'n>(
+pub(crate) fn as_defaulted<'a, 'n>(
     config_kind: &str,
     old: Option<&'a Node<'n>>,
     new: Option<&'a Node<'n>>,
