@@ -115,3 +115,82 @@ pub(crate) fn config_ref_in<'s, 'a>(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    const KC: GroupKind = GroupKind::builtin("bootstrap.cluster.x-k8s.io", "KubeadmConfig");
+
+    #[rstest]
+    #[case::v1beta2(json!({"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "name": "kc-1"}), ("bootstrap.cluster.x-k8s.io", "KubeadmConfig", "kc-1", ""))]
+    #[case::v1beta1(json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "KubeadmConfig", "name": "kc-1", "namespace": "fleet"}), ("bootstrap.cluster.x-k8s.io", "KubeadmConfig", "kc-1", "fleet"))]
+    #[case::api_group_wins(json!({"apiGroup": "a.io", "apiVersion": "b.io/v1", "kind": "K", "name": "n"}), ("a.io", "K", "n", ""))]
+    #[case::not_strings(json!({"apiGroup": 1, "kind": null, "name": ["n"]}), ("", "", "", ""))]
+    #[case::escaped(json!({"apiGroup": "a.io", "kind": "K", "name": "n\u{e9}"}), ("a.io", "K", "n\u{e9}", ""))]
+    fn a_ref_is_known_by_group_kind_and_name(
+        #[case] config_ref: Value,
+        #[case] (group, kind, name, namespace): (&str, &str, &str, &str),
+    ) {
+        let id = RefIdentity::of(&Node::from_value(&config_ref));
+        assert_eq!(
+            (&*id.group, &*id.kind, &*id.name, &*id.namespace),
+            (group, kind, name, namespace)
+        );
+    }
+
+    #[rstest]
+    #[case::same("bootstrap.cluster.x-k8s.io", "KubeadmConfig", "kc-1", "", true)]
+    #[case::its_namespace("bootstrap.cluster.x-k8s.io", "KubeadmConfig", "kc-1", "fleet", true)]
+    #[case::another_namespace(
+        "bootstrap.cluster.x-k8s.io",
+        "KubeadmConfig",
+        "kc-1",
+        "other",
+        false
+    )]
+    #[case::another_name("bootstrap.cluster.x-k8s.io", "KubeadmConfig", "kc-2", "", false)]
+    #[case::another_kind("bootstrap.cluster.x-k8s.io", "RKE2Config", "kc-1", "", false)]
+    #[case::another_group("bootstrap.example.com", "KubeadmConfig", "kc-1", "", false)]
+    fn a_ref_names_a_config(
+        #[case] group: &str,
+        #[case] kind: &str,
+        #[case] name: &str,
+        #[case] namespace: &str,
+        #[case] names: bool,
+    ) {
+        let strings = RefStrings {
+            api_group: Some(group),
+            api_version: None,
+            kind: Some(kind),
+            name: Some(name),
+            namespace: Some(namespace),
+        };
+        assert_eq!(strings.names(&KC, "fleet", "kc-1"), names);
+        // The identity says the same as the strings it is made of.
+        assert_eq!(strings.identity().names(&KC, "fleet", "kc-1"), names);
+    }
+
+    #[rstest]
+    #[case::a_ref(json!({"spec": {"template": {"spec": {"bootstrap": {"configRef": {"kind": "KubeadmConfig", "name": "kc-1"}}}}}}), Ok(Some("kc-1")))]
+    #[case::data_secret_name_only(json!({"spec": {"template": {"spec": {"bootstrap": {"dataSecretName": "s"}}}}}), Ok(None))]
+    #[case::null(json!({"spec": {"template": {"spec": {"bootstrap": {"configRef": null}}}}}), Ok(None))]
+    #[case::no_spec(json!({}), Ok(None))]
+    #[case::a_string(json!({"spec": {"template": {"spec": {"bootstrap": {"configRef": "kc-1"}}}}}), Err("spec.template.spec.bootstrap.configRef: Invalid value: must be an object reference"))]
+    fn the_config_ref_of_a_pool(#[case] pool: Value, #[case] expected: Result<Option<&str>, &str>) {
+        let node = Node::from_value(&pool);
+        let found = config_ref_in(node.get("spec")).map(|r| r.map(|r| RefIdentity::of(r).name));
+        assert_eq!(
+            found,
+            expected
+                .map(|name| name.map(str::to_string))
+                .map_err(str::to_string)
+        );
+        assert_eq!(
+            ref_identity_of(&pool).map(|id| id.name),
+            expected.ok().flatten().map(str::to_string)
+        );
+    }
+}
