@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Number;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::capi::paths::{builtin_path, PathPattern};
@@ -170,32 +170,34 @@ fn at_mut<'a, 'n>(node: &'a mut Node<'n>, keys: &[&str]) -> Option<&'a mut Node<
 fn parsed_yaml(text: &str) -> Option<String> {
     let documents = YamlLoader::load_from_str(text).ok()?;
     let content = match documents.into_iter().next() {
-        None => Value::Object(Map::new()),
-        Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_to_json(document)?,
+        None => Node::Object(Vec::new()),
+        Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_node(document)?,
         Some(_) => return None,
     };
-    Some(format!("\u{0}yaml:{content}"))
+    Some(format!("\u{0}yaml:{}", content.to_json()))
 }
 
-/// A parsed YAML node as JSON; map keys that are not strings are written as their YAML text.
-fn yaml_to_json(node: Yaml) -> Option<Value> {
+/// A parsed YAML node as the JSON node it stands for; map keys that are not strings are written
+/// as their YAML text.
+fn yaml_node(node: Yaml) -> Option<Node<'static>> {
+    let text = |s: String| Node::String(Str::Plain(Cow::Owned(s)));
     Some(match node {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(b),
-        Yaml::Integer(i) => Value::from(i),
-        Yaml::Real(text) => match text.parse::<f64>().ok().and_then(Number::from_f64) {
-            Some(n) => Value::Number(n),
-            None => Value::String(text),
+        Yaml::Null => Node::Null,
+        Yaml::Boolean(b) => Node::Bool(b),
+        Yaml::Integer(i) => Node::Number(Number::from(i)),
+        Yaml::Real(real) => match real.parse::<f64>().ok().and_then(Number::from_f64) {
+            Some(n) => Node::Number(n),
+            None => text(real),
         },
-        Yaml::String(s) => Value::String(s),
-        Yaml::Array(items) => Value::Array(
+        Yaml::String(s) => text(s),
+        Yaml::Array(items) => Node::Array(
             items
                 .into_iter()
-                .map(yaml_to_json)
+                .map(yaml_node)
                 .collect::<Option<Vec<_>>>()?,
         ),
         Yaml::Hash(entries) => {
-            let mut map = Map::new();
+            let mut fields = Vec::with_capacity(entries.len());
             for (key, value) in entries {
                 let key = match key {
                     Yaml::String(s) => s,
@@ -205,9 +207,9 @@ fn yaml_to_json(node: Yaml) -> Option<Value> {
                     Yaml::Null => "null".to_string(),
                     _ => return None,
                 };
-                map.insert(key, yaml_to_json(value)?);
+                fields.push((Str::Plain(Cow::Owned(key)), yaml_node(value)?));
             }
-            Value::Object(map)
+            Node::object(fields)
         }
         Yaml::Alias(_) | Yaml::BadValue => return None,
     })
@@ -218,7 +220,7 @@ mod tests {
     use super::*;
     use crate::diff::changes_at;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     /// The built-in patterns, made at compile time, are the patterns their text parses to.
     #[rstest]
@@ -345,5 +347,26 @@ mod tests {
             parsed_yaml("b:\n- x\na: 1\n")
         );
         assert_ne!(parsed_yaml("{a: 1}"), parsed_yaml("{a: '1'}"));
+    }
+
+    /// The text a user-data value stands for: sorted JSON after a NUL, as serde_json writes it.
+    #[rstest]
+    #[case::map("b: 1\na: x", Some("{\"a\":\"x\",\"b\":1}"))]
+    #[case::list(
+        "- 1\n- 2.50\n- {k: v}\n- true\n- ~",
+        Some("[1,2.5,{\"k\":\"v\"},true,null]")
+    )]
+    #[case::empty("", Some("{}"))]
+    #[case::comment_only("# none yet", Some("{}"))]
+    #[case::keys_that_are_no_strings(
+        "1: a\ntrue: b\n~: c",
+        Some("{\"1\":\"a\",\"null\":\"c\",\"true\":\"b\"}")
+    )]
+    #[case::not_a_number("x: .inf", Some("{\"x\":\".inf\"}"))]
+    #[case::escaped("x: \"q\\\"\\n\"", Some("{\"x\":\"q\\\"\\n\"}"))]
+    #[case::a_scalar("plain text", None)]
+    #[case::unreadable("a: [", None)]
+    fn user_data_as_the_defaulter_reads_it(#[case] text: &str, #[case] json: Option<&str>) {
+        assert_eq!(parsed_yaml(text), json.map(|j| format!("\u{0}yaml:{j}")));
     }
 }

@@ -405,6 +405,20 @@ impl<'a> Node<'a> {
         matches!(self, Node::Null)
     }
 
+    /// An object of `entries` as a `Value`'s map holds them: sorted, the last value of a key
+    /// given twice. The sort is stable, so the last of equal keys is the one given last.
+    pub fn object(mut entries: Vec<(Str<'a>, Node<'a>)>) -> Node<'a> {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut deduplicated: Vec<(Str<'a>, Node<'a>)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match deduplicated.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => deduplicated.push(entry),
+            }
+        }
+        Node::Object(deduplicated)
+    }
+
     /// The node as compact JSON text, as a `serde_json::Value` displays it (for messages).
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -940,17 +954,7 @@ impl<'a> Reader<'a> {
                     entries.push((Str::Json(key), value));
                     Ok(())
                 })?;
-                // As a `Value`'s map: sorted, the last value of a key given twice. The sort is
-                // stable, so the last of equal keys is the one given last.
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                let mut deduplicated: Vec<(Str<'a>, Node<'a>)> = Vec::with_capacity(entries.len());
-                for entry in entries {
-                    match deduplicated.last_mut() {
-                        Some(last) if last.0 == entry.0 => *last = entry,
-                        _ => deduplicated.push(entry),
-                    }
-                }
-                Node::Object(deduplicated)
+                Node::object(entries)
             }
             Next::Array => {
                 let mut items = Vec::new();
