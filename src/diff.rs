@@ -14,8 +14,8 @@
 
 use serde_json::Value;
 
-use crate::json::{Node, Str, Unescaped};
-use crate::paths::{FieldPath, PathPattern, Segment, Step};
+use crate::capi::paths::{FieldPath, PathPattern, Segment, Step};
+use crate::reader::json::{Node, Str, Unescaped};
 
 /// The non-compared fields of one bootstrap config kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,7 +48,7 @@ pub struct Change {
 }
 
 /// Absent in the `omitempty` sense.
-pub fn is_absent(value: Option<&Node>) -> bool {
+pub(crate) fn is_absent(value: Option<&Node>) -> bool {
     match value {
         None | Some(Node::Null) => true,
         Some(Node::Array(items)) => items.is_empty(),
@@ -57,7 +57,7 @@ pub fn is_absent(value: Option<&Node>) -> bool {
     }
 }
 
-/// `a == b`, strings compared eight bytes at a time ([`crate::json::same_bytes`]).
+/// `a == b`, strings compared eight bytes at a time ([`crate::reader::json::same_bytes`]).
 fn same(a: &Node, b: &Node) -> bool {
     a == b
 }
@@ -154,7 +154,7 @@ pub fn changed_fields_at(
 
 /// Changed fields between two values found at a nested `root` (`spec` of a config,
 /// `spec.template.spec` of a bootstrap template); paths are reported from the object's top.
-pub fn changes_at(
+pub(crate) fn changes_at(
     root: &[&str],
     old: Option<&Node>,
     new: Option<&Node>,
@@ -322,7 +322,7 @@ fn walk_objects(
 /// file contents are copied, not escaped (escaping was a quarter of the guest's time on a
 /// 2 MiB config); a number is `n<JSON number>;`, booleans `t` / `f`, a list element that holds
 /// nothing `z`, objects `{key value ...}` (keys as strings) and lists `[value ...]`.
-pub fn canonical_form(root: &str, value: Option<&Node>, rules: &FieldRules) -> Vec<u8> {
+pub(crate) fn canonical_form(root: &str, value: Option<&Node>, rules: &FieldRules) -> Vec<u8> {
     let mut out = Vec::new();
     write_canonical_form(root, value, rules, &mut out);
     out
@@ -330,7 +330,7 @@ pub fn canonical_form(root: &str, value: Option<&Node>, rules: &FieldRules) -> V
 
 /// Where a canonical form goes: a buffer, or straight into a hash (the fingerprint of a 2 MiB
 /// spec then needs no 2 MiB buffer in the guest).
-pub trait CanonicalSink {
+pub(crate) trait CanonicalSink {
     fn put(&mut self, bytes: &[u8]);
 
     fn put_byte(&mut self, byte: u8) {
@@ -360,7 +360,7 @@ impl CanonicalSink for Vec<u8> {
 }
 
 /// [`canonical_form`], written into `out` piece by piece.
-pub fn write_canonical_form(
+pub(crate) fn write_canonical_form(
     root: &str,
     value: Option<&Node>,
     rules: &FieldRules,
@@ -482,7 +482,7 @@ mod tests {
     #[case::prefix("01234567", "012345678")]
     #[case::multibyte("grüße aus köln", "grüße aus köln")]
     fn same_agrees_with_eq_on_strings(#[case] a: &str, #[case] b: &str) {
-        use crate::json::same_bytes;
+        use crate::reader::json::same_bytes;
         let (va, vb) = (json!(a), json!(b));
         assert_eq!(same(&node(&va), &node(&vb)), a == b);
         assert_eq!(same_bytes(a.as_bytes(), b.as_bytes()), a == b);
@@ -494,7 +494,7 @@ mod tests {
 
     /// A value as the reader reads it from JSON text, its strings escaped where JSON escapes.
     fn read(text: &[u8]) -> Node<'_> {
-        crate::json::read_document(text, |r| r.read_node()).unwrap()
+        crate::reader::json::read_document(text, |r| r.read_node()).unwrap()
     }
 
     #[rstest]

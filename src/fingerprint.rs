@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use crate::diff::{write_canonical_form, CanonicalSink, FieldRules};
-use crate::json::{Node, Str};
+use crate::reader::json::{Node, Str};
 
 /// The longest name a CRD object may have (a DNS subdomain).
 const MAX_NAME: usize = 253;
@@ -63,7 +63,7 @@ fn fnv1a64(bytes: &[u8]) -> u64 {
 
 /// The fingerprint of a spec: 16 lower-case hex digits of FNV-1a 64 over its canonical form,
 /// hashed as it is written.
-pub fn fingerprint(spec: Option<&Node>, rules: &FieldRules) -> String {
+pub(crate) fn fingerprint(spec: Option<&Node>, rules: &FieldRules) -> String {
     let mut hash = Fnv1a64(FNV_OFFSET_BASIS);
     write_canonical_form("spec", spec, rules, &mut hash);
     format!("{:016x}", hash.0)
@@ -105,7 +105,7 @@ pub fn suggested_name(current: &str, fingerprint: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider_writes::default_field_rules;
+    use crate::capi::provider_writes::default_field_rules;
     use rstest::rstest;
     use serde_json::json;
 
@@ -187,7 +187,7 @@ mod tests {
     )]
     fn fingerprint_of_read_json_hashes_its_canonical_form(#[case] spec: &str) {
         let rules = default_field_rules("KubeadmConfig");
-        let node = crate::json::read_document(spec.as_bytes(), |r| r.read_node()).unwrap();
+        let node = crate::reader::json::read_document(spec.as_bytes(), |r| r.read_node()).unwrap();
         let value: serde_json::Value = serde_json::from_str(spec).unwrap();
         let canonical = crate::diff::canonical_form("spec", Some(&node), &rules);
         assert_eq!(

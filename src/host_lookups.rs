@@ -37,7 +37,7 @@ struct ListResourcesByNamespaceRequest<'a> {
 pub struct HostLookups<F>(pub F);
 
 /// waPC's `host_call`, errors as text.
-pub fn wapc_host_call(
+pub(crate) fn wapc_host_call(
     binding: &str,
     namespace: &str,
     operation: &str,

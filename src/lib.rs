@@ -2,30 +2,29 @@
 //! modules below and are evaluated by [`engine::validate_payload_with`]; lookups, when the
 //! context-aware mode is on, go through [`host_lookups`]. Without the `wapc` feature (the
 //! browser playground) only the rules are built.
+//!
+//! Top-down: [`engine`] routes a request to its kind's file in `webhooks/` (MachinePool,
+//! bootstrap config, bootstrap template), which asks the rule families in `rules/` (one file
+//! per rule of the README's table); below them the shared pieces: `reader/` (the payload's
+//! JSON read into borrowed views), `capi/` (CAPI's kinds, refs, owners, provider writes, paths),
+//! [`diff`], [`fingerprint`], [`settings`], [`verdict`], [`lookups`]. Public: what the tools
+//! and tests of this repository use.
 
-pub mod clusterctl_move;
-pub mod config_ref;
-pub mod contract;
+mod capi;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
 #[cfg(feature = "wapc")]
 pub mod host_lookups;
-pub mod identity;
-pub mod in_place_edit;
-pub mod json;
-pub mod kinds;
 pub mod lookups;
-pub mod object;
-pub mod ownership;
-pub mod paths;
-pub mod provider_writes;
-pub mod request;
-pub mod rotation;
+mod reader;
+mod rules;
 pub mod settings;
-pub mod template;
-pub mod topology;
 pub mod verdict;
+mod webhooks;
+
+/// The CAPI facts the tools use, at the paths they always had.
+pub use capi::{config_ref, kinds, paths, provider_writes};
 
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};

@@ -8,11 +8,11 @@
 
 use serde_json::Value;
 
-use crate::config_ref::RefStrings;
-use crate::json::{read_document, serde_message, Next, Read, Reader, Text};
-use crate::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
-use crate::object::Object;
-use crate::ownership::Owner;
+use crate::capi::config_ref::RefStrings;
+use crate::capi::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
+use crate::capi::owners::Owner;
+use crate::reader::json::{read_document, serde_message, Next, Read, Reader, Text};
+use crate::reader::object::Object;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
 /// travels.
@@ -75,7 +75,7 @@ pub fn machine_pools(
 
 /// The objects of a CAPI kind that name bootstrap data in `spec.template.spec.bootstrap`
 /// (MachinePool, MachineDeployment, MachineSet) in a namespace; the same few fields of each.
-pub fn consumers(
+pub(crate) fn consumers(
     lookups: &dyn Lookups,
     capi_version: &str,
     kind: &str,
@@ -108,7 +108,7 @@ pub fn config(
 }
 
 /// The config of a [`config`] answer: `Ok(None)` when it does not exist.
-pub fn config_in<'a>(answer: &'a [u8], kind: &str) -> Result<Option<Object<'a>>, String> {
+pub(crate) fn config_in<'a>(answer: &'a [u8], kind: &str) -> Result<Option<Object<'a>>, String> {
     Ok(items_of(answer, kind, Object::read)?.pop())
 }
 
@@ -144,7 +144,7 @@ fn items_of<'a, T>(
 /// name and uid, whether it is being deleted, its configRef and dataSecretName. It borrows from
 /// the host's answer; the rest of the item is checked and skipped, not parsed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Consumer<'a> {
+pub(crate) struct Consumer<'a> {
     pub name: Option<Text<'a>>,
     pub uid: Option<Text<'a>>,
     /// `metadata.deletionTimestamp` is set (not null).
@@ -157,7 +157,7 @@ pub struct Consumer<'a> {
 
 /// The string fields of a configRef.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RefFields<'a> {
+pub(crate) struct RefFields<'a> {
     pub api_group: Option<Text<'a>>,
     pub api_version: Option<Text<'a>>,
     pub kind: Option<Text<'a>>,
@@ -299,7 +299,7 @@ fn read_consumer<'a>(r: &mut Reader<'a>) -> Read<Consumer<'a>> {
 }
 
 /// The consumers of a list answer (`kind` names the list in errors).
-pub fn consumers_in<'a>(answer: &'a [u8], kind: &str) -> Result<Vec<Consumer<'a>>, String> {
+pub(crate) fn consumers_in<'a>(answer: &'a [u8], kind: &str) -> Result<Vec<Consumer<'a>>, String> {
     items_of(answer, kind, read_consumer)
 }
 
@@ -311,12 +311,12 @@ fn owner_of(pool: &Consumer) -> Owner {
     }
 }
 
-pub fn is_being_deleted(pool: &Consumer) -> bool {
+pub(crate) fn is_being_deleted(pool: &Consumer) -> bool {
     pool.deleting
 }
 
 /// The pools whose current configRef names `{group, kind} namespace/name`.
-pub fn referencing<'p, 'a>(
+pub(crate) fn referencing<'p, 'a>(
     pools: &'p [Consumer<'a>],
     group_kind: &GroupKind,
     namespace: &str,
@@ -334,7 +334,7 @@ pub fn referencing<'p, 'a>(
 }
 
 /// The pools whose `dataSecretName` is `name`: they consumed a data secret of that name.
-pub fn consuming_data_secret(pools: &[Consumer], name: &str) -> Vec<Owner> {
+pub(crate) fn consuming_data_secret(pools: &[Consumer], name: &str) -> Vec<Owner> {
     pools
         .iter()
         .filter(|pool| pool.data_secret_name.is_some_and(|t| t.is(name)))

@@ -1,27 +1,30 @@
 //! The policy's settings: parsed by hand from JSON so every error names its key, and checked
-//! for contradictions when the policy is applied, never at admission time.
+//! for contradictions when the policy is applied, never at admission time. They are read from
+//! the same borrowed [`Node`] as the rest of the payload ([`crate::reader::json`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::diff::FieldRules;
-use crate::kinds::{
+use crate::capi::kinds::{
     is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS, TEMPLATE_SUFFIX,
 };
-use crate::paths::PathPattern;
-use crate::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
+use crate::capi::paths::PathPattern;
+use crate::capi::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
+use crate::diff::FieldRules;
+use crate::reader::json::{read_document, serde_message, Node, Str};
 
 /// What to do with a finding of one rule family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
     Reject,
     Warn,
-    /// Spelled `allow` for inPlaceEdits and `ignore` for contractViolations.
-    Ignore,
+    /// Nothing is reported: spelled `allow` for inPlaceEdits and templateEdits, `ignore` for
+    /// contractViolations.
+    Allow,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,7 +50,7 @@ pub struct Settings {
 
 /// The version each known provider serves its config kind in, for lookups.
 /// KubeadmConfig follows `capiVersion`.
-pub const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
+pub(crate) const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
     ("EKSConfig", "v1beta2"),
     ("NodeadmConfig", "v1beta2"),
     ("RKE2Config", "v1beta1"),
@@ -94,41 +97,48 @@ const KEYS: [&str; 11] = [
 ];
 
 impl Settings {
-    /// Parses and validates settings; the error lists every problem, each naming its key.
+    /// [`Settings::from_node`] on settings a tool holds as a `serde_json` value (seen as a
+    /// node, its strings borrowed).
     pub fn from_value(value: &Value) -> Result<Settings, String> {
+        Settings::from_node(&Node::from_value(value))
+    }
+
+    /// Parses and validates settings; the error lists every problem, each naming its key.
+    pub(crate) fn from_node(value: &Node) -> Result<Settings, String> {
         let mut errors = Vec::new();
         let mut settings = Settings::default();
-        let map = match value {
-            Value::Null => return Ok(settings),
-            Value::Object(map) => map,
+        let entries = match value {
+            Node::Null => return Ok(settings),
+            Node::Object(entries) => entries,
             other => {
                 return Err(format!(
                     "settings must be an object, got {}",
-                    type_name(other)
+                    node_type_name(other)
                 ))
             }
         };
-        for key in map.keys() {
-            if !KEYS.contains(&key.as_str()) {
+        for (key, _) in entries {
+            let key = key.to_str();
+            if !KEYS.contains(&&*key) {
                 errors.push(format!(
                     "{key}: unknown setting (known: {})",
                     KEYS.join(", ")
                 ));
             }
         }
-        if let Some(v) = map.get("inPlaceEdits") {
+        if let Some(v) = value.get("inPlaceEdits") {
             match action(v, "inPlaceEdits", &["reject", "warn", "allow"]) {
                 Ok(a) => settings.in_place_edits = a,
                 Err(e) => errors.push(e),
             }
         }
-        if let Some(v) = map.get("templateEdits") {
+        if let Some(v) = value.get("templateEdits") {
             match action(v, "templateEdits", &["reject", "warn", "allow"]) {
                 Ok(a) => settings.template_edits = a,
                 Err(e) => errors.push(e),
             }
         }
-        if let Some(v) = map.get("contractViolations") {
+        if let Some(v) = value.get("contractViolations") {
             match action(v, "contractViolations", &["reject", "warn", "ignore"]) {
                 Ok(a) => settings.contract_violations = a,
                 Err(e) => errors.push(e),
@@ -139,14 +149,14 @@ impl Settings {
             ("exemptGroups", &mut settings.exempt_groups),
             ("controllerUsers", &mut settings.controller_users),
         ] {
-            if let Some(v) = map.get(key) {
+            if let Some(v) = value.get(key) {
                 match string_list(v, key) {
                     Ok(list) => *slot = list,
                     Err(e) => errors.extend(e),
                 }
             }
         }
-        if let Some(v) = map.get("bootstrapConfigKinds") {
+        if let Some(v) = value.get("bootstrapConfigKinds") {
             match kinds(v) {
                 Ok((list, versions)) => {
                     settings.bootstrap_config_kinds = list;
@@ -155,18 +165,21 @@ impl Settings {
                 Err(e) => errors.extend(e),
             }
         }
-        match map.get("contextAware") {
+        match value.get("contextAware") {
             None => {}
-            Some(Value::Bool(b)) => settings.context_aware = *b,
+            Some(Node::Bool(b)) => settings.context_aware = *b,
             Some(other) => errors.push(format!(
                 "contextAware: must be true or false, got {}",
-                type_name(other)
+                node_type_name(other)
             )),
         }
-        match map.get("capiVersion").map(Value::as_str) {
+        match value
+            .get("capiVersion")
+            .map(|v| v.as_str().map(Str::to_str))
+        {
             None => {}
-            Some(Some(v @ ("v1beta1" | "v1beta2"))) => {
-                settings.capi_version = Cow::Owned(v.to_string())
+            Some(Some(v)) if v == "v1beta1" || v == "v1beta2" => {
+                settings.capi_version = Cow::Owned(v.into_owned())
             }
             Some(_) => errors.push("capiVersion: must be \"v1beta1\" or \"v1beta2\"".to_string()),
         }
@@ -174,7 +187,7 @@ impl Settings {
             ("ignoredPaths", &mut settings.ignored_paths),
             ("fillOncePaths", &mut settings.fill_once_paths),
         ] {
-            if let Some(v) = map.get(key) {
+            if let Some(v) = value.get(key) {
                 match paths_by_kind(v, key, &settings.bootstrap_config_kinds) {
                     Ok(paths) => *slot = paths,
                     Err(e) => errors.extend(e),
@@ -270,7 +283,8 @@ impl Settings {
     }
 }
 
-/// How settings and manifest errors name a JSON value's type.
+/// How settings and manifest errors name a JSON value's type (the tools' manifests are
+/// `serde_json` values).
 pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -282,34 +296,47 @@ pub fn type_name(value: &Value) -> &'static str {
     }
 }
 
-fn action(value: &Value, key: &str, names: &[&str; 3]) -> Result<Action, String> {
+/// [`type_name`] of a node.
+fn node_type_name(value: &Node) -> &'static str {
+    match value {
+        Node::Null => "null",
+        Node::Bool(_) => "a boolean",
+        Node::Number(_) => "a number",
+        Node::String(_) => "a string",
+        Node::Array(_) => "a list",
+        Node::Object(_) => "an object",
+    }
+}
+
+fn action(value: &Node, key: &str, names: &[&str; 3]) -> Result<Action, String> {
     match value.as_str() {
-        Some(s) if s == names[0] => Ok(Action::Reject),
-        Some(s) if s == names[1] => Ok(Action::Warn),
-        Some(s) if s == names[2] => Ok(Action::Ignore),
+        Some(s) if s.is(names[0]) => Ok(Action::Reject),
+        Some(s) if s.is(names[1]) => Ok(Action::Warn),
+        Some(s) if s.is(names[2]) => Ok(Action::Allow),
         Some(s) => Err(format!(
-            "{key}: unknown value {s:?} (expected one of {})",
+            "{key}: unknown value {:?} (expected one of {})",
+            s.to_str(),
             names.join(", ")
         )),
         None => Err(format!(
             "{key}: must be one of {}, got {}",
             names.join(", "),
-            type_name(value)
+            node_type_name(value)
         )),
     }
 }
 
 /// Parses a list item by item, collecting every item's error (prefixed `key[i]: `).
 fn each<T>(
-    value: &Value,
+    value: &Node,
     key: &str,
     what: &str,
-    mut item: impl FnMut(&Value) -> Result<T, String>,
+    mut item: impl FnMut(&Node) -> Result<T, String>,
 ) -> Result<Vec<T>, Vec<String>> {
-    let Value::Array(items) = value else {
+    let Node::Array(items) = value else {
         return Err(vec![format!(
             "{key}: must be a list of {what}, got {}",
-            type_name(value)
+            node_type_name(value)
         )]);
     };
     let mut errors = Vec::new();
@@ -327,13 +354,15 @@ fn each<T>(
     }
 }
 
-fn string_list(value: &Value, key: &str) -> Result<Vec<Cow<'static, str>>, Vec<String>> {
-    each(value, key, "strings", |item| match item.as_str() {
-        Some(s) if !s.trim().is_empty() && s.trim() == s => Ok(Cow::Owned(s.to_string())),
-        Some(s) => Err(format!(
-            "{s:?} is empty or has surrounding spaces (identities match exactly)"
-        )),
-        None => Err(format!("must be a string, got {}", type_name(item))),
+fn string_list(value: &Node, key: &str) -> Result<Vec<Cow<'static, str>>, Vec<String>> {
+    each(value, key, "strings", |item| {
+        match item.as_str().map(Str::to_str) {
+            Some(s) if !s.trim().is_empty() && s.trim() == s => Ok(Cow::Owned(s.into_owned())),
+            Some(s) => Err(format!(
+                "{s:?} is empty or has surrounding spaces (identities match exactly)"
+            )),
+            None => Err(format!("must be a string, got {}", node_type_name(item))),
+        }
     })
 }
 
@@ -364,12 +393,12 @@ fn valid_group(group: &str) -> bool {
 
 type KindList = (Vec<GroupKind>, BTreeMap<GroupKind, String>);
 
-fn kinds(value: &Value) -> Result<KindList, Vec<String>> {
+fn kinds(value: &Node) -> Result<KindList, Vec<String>> {
     const KEY: &str = "bootstrapConfigKinds";
-    let Value::Array(items) = value else {
+    let Node::Array(items) = value else {
         return Err(vec![format!(
             "{KEY}: must be a list of {{apiGroup, kind}}, got {}",
-            type_name(value)
+            node_type_name(value)
         )]);
     };
     if items.is_empty() {
@@ -382,22 +411,27 @@ fn kinds(value: &Value) -> Result<KindList, Vec<String>> {
     let mut list: Vec<GroupKind> = Vec::new();
     let mut versions = BTreeMap::new();
     for (i, item) in items.iter().enumerate() {
-        let Value::Object(entry) = item else {
+        let Node::Object(fields) = item else {
             errors.push(format!(
                 "{KEY}[{i}]: must be an object {{apiGroup, kind}}, got {}",
-                type_name(item)
+                node_type_name(item)
             ));
             continue;
         };
-        for key in entry.keys() {
-            if key != "apiGroup" && key != "kind" && key != "version" {
+        for (key, _) in fields {
+            if !(key.is("apiGroup") || key.is("kind") || key.is("version")) {
+                let key = key.to_str();
                 errors.push(format!(
                     "{KEY}[{i}].{key}: unknown field (expected apiGroup, kind and optionally version)"
                 ));
             }
         }
-        let group = entry.get("apiGroup").and_then(Value::as_str).unwrap_or("");
-        let kind = entry.get("kind").and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| item.get(key).and_then(Node::as_str).map(Str::to_str);
+        let (group, kind) = (text("apiGroup"), text("kind"));
+        let (group, kind) = (
+            group.as_deref().unwrap_or(""),
+            kind.as_deref().unwrap_or(""),
+        );
         if !valid_group(group) {
             errors.push(format!(
                 "{KEY}[{i}].apiGroup: {group:?} is not an API group such as {BOOTSTRAP_GROUP:?}"
@@ -417,13 +451,14 @@ fn kinds(value: &Value) -> Result<KindList, Vec<String>> {
         if list.contains(&gk) {
             errors.push(format!("{KEY}[{i}]: {} is listed twice", gk.qualified()));
         }
-        match entry.get("version") {
+        match item.get("version") {
             None => {}
-            Some(Value::String(v)) if valid_version(v) => {
-                versions.insert(gk.clone(), v.clone());
+            Some(Node::String(v)) if valid_version(&v.to_str()) => {
+                versions.insert(gk.clone(), v.to_str().into_owned());
             }
             Some(other) => errors.push(format!(
-                "{KEY}[{i}].version: {other} is not an API version such as \"v1beta2\""
+                "{KEY}[{i}].version: {} is not an API version such as \"v1beta2\"",
+                other.to_json()
             )),
         }
         list.push(gk);
@@ -436,20 +471,21 @@ fn kinds(value: &Value) -> Result<KindList, Vec<String>> {
 }
 
 fn paths_by_kind(
-    value: &Value,
+    value: &Node,
     key: &str,
     kinds: &[GroupKind],
 ) -> Result<BTreeMap<String, Vec<PathPattern>>, Vec<String>> {
-    let Value::Object(map) = value else {
+    let Node::Object(entries) = value else {
         return Err(vec![format!(
             "{key}: must be a map of kind to a list of paths, got {}",
-            type_name(value)
+            node_type_name(value)
         )]);
     };
     let mut errors = Vec::new();
     let mut out = BTreeMap::new();
-    for (kind, paths) in map {
-        if !kinds.iter().any(|gk| &gk.kind == kind) {
+    for (kind, paths) in entries {
+        let kind = kind.to_str();
+        if !kinds.iter().any(|gk| gk.kind == kind) {
             errors.push(format!(
                 "{key}.{kind}: {kind} is not one of bootstrapConfigKinds ({})",
                 kinds
@@ -462,7 +498,7 @@ fn paths_by_kind(
         }
         match parse_paths(paths, &format!("{key}.{kind}")) {
             Ok(list) => {
-                out.insert(kind.clone(), list);
+                out.insert(kind.into_owned(), list);
             }
             Err(e) => errors.extend(e),
         }
@@ -474,18 +510,19 @@ fn paths_by_kind(
     }
 }
 
-fn parse_paths(value: &Value, key: &str) -> Result<Vec<PathPattern>, Vec<String>> {
+fn parse_paths(value: &Node, key: &str) -> Result<Vec<PathPattern>, Vec<String>> {
     each(value, key, "paths", |item| match item.as_str() {
-        Some(path) => PathPattern::parse(path),
-        None => Err(format!("must be a string, got {}", type_name(item))),
+        Some(path) => PathPattern::parse(&path.to_str()),
+        None => Err(format!("must be a string, got {}", node_type_name(item))),
     })
 }
 
-/// The settings of a `validate_settings` payload, or the message that refuses them.
+/// The settings of a `validate_settings` payload, or the message that refuses them (a payload
+/// that is no JSON gets serde_json's message).
 pub fn settings_from_payload(payload: &[u8]) -> Result<Settings, String> {
-    serde_json::from_slice::<Value>(payload)
-        .map_err(|e| format!("settings are not valid JSON: {e}"))
-        .and_then(|v| Settings::from_value(&v))
+    let settings = read_document(payload, |r| r.read_node())
+        .map_err(|_| format!("settings are not valid JSON: {}", serde_message(payload)))?;
+    Settings::from_node(&settings)
 }
 
 /// The `validate_settings` entry point: never an error, always a verdict naming the problem.
@@ -501,11 +538,6 @@ pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
             message: Some(message),
         },
     }
-}
-
-/// Parses the settings object of a `validate` payload (already validated by the host).
-pub fn settings_of(payload: &Map<String, Value>) -> Result<Settings, String> {
-    Settings::from_value(payload.get("settings").unwrap_or(&Value::Null))
 }
 
 #[cfg(test)]
@@ -543,7 +575,7 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(settings.in_place_edits, Action::Warn);
-        assert_eq!(settings.contract_violations, Action::Ignore);
+        assert_eq!(settings.contract_violations, Action::Allow);
         assert_eq!(settings.exempt_users, ["alice"]);
         assert_eq!(settings.exempt_groups, ["admins"]);
         assert_eq!(

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::response::ValidationResponse;
 
-use crate::kinds::GroupKind;
+use crate::capi::kinds::GroupKind;
 use crate::settings::Action;
 
 /// Warnings longer than this are cut: the API server truncates long ones anyway.
@@ -18,7 +18,8 @@ pub const WARNING_LIMIT: usize = 120;
 // and drops, with a warning in its own log, a key that has a `/` of its own (seen in the
 // cluster test's `clusterctl move`: every `capi-bootstrap-rollout-policy/...` key was lost).
 
-/// The audit annotation set when an exempt requester would have been rejected or warned.
+/// The audit annotation set when an exempt requester would have been rejected or warned
+/// (rule 6, [`crate::rules::exemptions`]).
 pub const EXEMPTION_ANNOTATION: &str = "exemption";
 
 /// The audit annotation that keeps, whole, every warning [`WARNING_LIMIT`] cut (joined by
@@ -28,12 +29,12 @@ pub const FULL_WARNINGS_ANNOTATION: &str = "warnings";
 
 /// The audit annotation set when a `controllerUsers` identity wrote what others may not: CAPI's
 /// and the providers' controllers are never refused nor warned, but their in-place edits stay
-/// visible in the audit log.
+/// visible in the audit log (rule 3, [`crate::rules::controller_writes`]).
 pub const CONTROLLER_WRITE_ANNOTATION: &str = "controller-write";
 
 /// One field-level problem: `spec.files[2].content: Forbidden: changed`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     pub field: String,
     pub detail: String,
 }
@@ -49,8 +50,8 @@ impl Violation {
 
 /// What one rule found about one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Finding {
-    /// `Reject` or `Warn`; rules drop findings whose action is `Ignore`.
+pub(crate) struct Finding {
+    /// `Reject` or `Warn`; rules drop findings whose action is `Allow`.
     pub action: Action,
     pub violations: Vec<Violation>,
     /// Why it matters and what to do, appended after the field list of a rejection.
@@ -92,7 +93,7 @@ pub struct ReportedViolation {
 
 /// The object a request is about, for messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Subject {
+pub(crate) struct Subject {
     pub group_kind: GroupKind,
     pub namespace: String,
     pub name: String,
@@ -125,7 +126,7 @@ pub struct Verdict {
 }
 
 /// Cuts a warning to [`WARNING_LIMIT`] characters.
-pub fn short_warning(text: &str) -> String {
+pub(crate) fn short_warning(text: &str) -> String {
     if text.chars().count() <= WARNING_LIMIT {
         return text.to_string();
     }
@@ -143,7 +144,7 @@ impl Verdict {
     }
 
     /// A request this policy cannot read: rejected with 400 and the reason.
-    pub fn bad_request(reason: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(reason: impl Into<String>) -> Self {
         Verdict {
             allowed: false,
             message: Some(reason.into()),
@@ -153,7 +154,7 @@ impl Verdict {
     }
 
     /// Adds the findings up: every rejecting violation in one message, every warning listed.
-    pub fn from_findings(subject: &Subject, findings: &[Finding]) -> Self {
+    pub(crate) fn from_findings(subject: &Subject, findings: &[Finding]) -> Self {
         let rejecting: Vec<&Finding> = findings
             .iter()
             .filter(|f| f.action == Action::Reject)
@@ -176,7 +177,7 @@ impl Verdict {
         };
         let reported = findings
             .iter()
-            .filter(|f| f.action != Action::Ignore)
+            .filter(|f| f.action != Action::Allow)
             .flat_map(|f| {
                 f.violations.iter().map(|v| ReportedViolation {
                     field: v.field.clone(),
@@ -187,7 +188,7 @@ impl Verdict {
             .collect();
         let suggested_name = findings
             .iter()
-            .filter(|f| f.action != Action::Ignore)
+            .filter(|f| f.action != Action::Allow)
             .find_map(|f| f.suggested_name.clone());
         if rejecting.is_empty() {
             return Verdict {
@@ -229,25 +230,9 @@ impl Verdict {
         }
     }
 
-    /// An exempt requester is allowed; what would have happened goes into the audit log.
-    pub fn exempt(self, reason: &str) -> Self {
-        if self.allowed && self.warnings.is_empty() {
-            return self;
-        }
-        let outcome = match &self.message {
-            Some(message) if !self.allowed => format!("would have rejected: {message}"),
-            _ => format!("would have warned: {}", self.warnings.join(" | ")),
-        };
-        self.allowed_with_note(
-            EXEMPTION_ANNOTATION,
-            format!("allowed because {reason}; {outcome}"),
-            true,
-        )
-    }
-
     /// Allowed, with `note` under `key` in the audit annotations, the warnings kept or dropped;
-    /// the violations and the suggested name stay as data.
-    fn allowed_with_note(self, key: &str, note: String, keep_warnings: bool) -> Self {
+    /// the violations and the suggested name stay as data (rules 3 and 6).
+    pub(crate) fn allowed_with_note(self, key: &str, note: String, keep_warnings: bool) -> Self {
         let mut audit_annotations = self.audit_annotations;
         audit_annotations.insert(key.to_string(), note);
         Verdict {
@@ -263,35 +248,6 @@ impl Verdict {
             violations: self.violations,
             suggested_name: self.suggested_name,
         }
-    }
-
-    /// A `controllerUsers` identity (CAPI's or a bootstrap provider's controller) is never
-    /// refused and never warned: a refused token rotation or defaulting write stops the
-    /// reconcile. What the rules found goes into the audit log, the changed paths by name.
-    pub fn by_controller(self, username: &str) -> Self {
-        if self.allowed && self.warnings.is_empty() && self.violations.is_empty() {
-            return self;
-        }
-        // The field violations name the paths; findings without any (a rotated-out edit, a
-        // failed lookup) are told by their warnings.
-        let found: Vec<String> = self
-            .violations
-            .iter()
-            .map(|v| match v.field.as_str() {
-                "" => v.detail.clone(),
-                field => format!("{field}: {}", v.detail),
-            })
-            .collect();
-        let told = if found.is_empty() {
-            self.warnings.join(" | ")
-        } else {
-            format!("[{}]", found.join(", "))
-        };
-        let outcome = format!(
-            "allowed because {username:?} is in controllerUsers; would have {}: {told}",
-            if self.allowed { "warned" } else { "rejected" }
-        );
-        self.allowed_with_note(CONTROLLER_WRITE_ANNOTATION, outcome, false)
     }
 
     /// The AdmissionResponse: `violations` and `suggested_name` are already in the message.
@@ -396,5 +352,89 @@ mod tests {
                 assert!(verdict.warnings[0].ends_with("..."));
             }
         }
+    }
+
+    fn finding(action: Action, field: &str, explanation: &str, name: Option<&str>) -> Finding {
+        Finding {
+            action,
+            violations: vec![Violation::new(field, "Forbidden: changed")],
+            explanation: explanation.into(),
+            warning: format!("{field} edited"),
+            suggested_name: name.map(str::to_string),
+        }
+    }
+
+    #[rstest]
+    #[case::nothing(vec![], true, None, &[])]
+    #[case::one_rejection(vec![finding(Action::Reject, "spec.a", "Why.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.a: Forbidden: changed]. Why."), &[])]
+    #[case::every_field_once_every_explanation_once(vec![finding(Action::Reject, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None), finding(Action::Reject, "metadata.x", "Other.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.a: Forbidden: changed, spec.b: Forbidden: changed, metadata.x: Forbidden: changed]. Why.. Other."), &[])]
+    #[case::warnings_only(vec![finding(Action::Warn, "spec.a", "Why.", None), Finding::warning("lookup failed")], true, None, &["spec.a edited", "lookup failed"])]
+    #[case::a_rejection_keeps_the_warnings(vec![finding(Action::Warn, "spec.a", "Why.", None), finding(Action::Reject, "spec.b", "Why.", None)], false, Some("KubeadmConfig.bootstrap.cluster.x-k8s.io \"pool-1-a\" is invalid: [spec.b: Forbidden: changed]. Why."), &["spec.a edited"])]
+    #[case::allowed_findings_are_not_reported(vec![finding(Action::Allow, "spec.a", "Why.", Some("x"))], true, None, &[])]
+    fn findings_add_up_to_one_message(
+        #[case] findings: Vec<Finding>,
+        #[case] allowed: bool,
+        #[case] message: Option<&str>,
+        #[case] warnings: &[&str],
+    ) {
+        let verdict = Verdict::from_findings(&subject(), &findings);
+        assert_eq!(verdict.allowed, allowed);
+        assert_eq!(verdict.message.as_deref(), message);
+        assert_eq!(verdict.code, (!allowed).then_some(403));
+        assert_eq!(verdict.warnings, warnings);
+        let reported: Vec<(&str, Action)> = verdict
+            .violations
+            .iter()
+            .map(|v| (v.field.as_str(), v.action))
+            .collect();
+        let expected: Vec<(&str, Action)> = findings
+            .iter()
+            .filter(|f| f.action != Action::Allow)
+            .flat_map(|f| f.violations.iter().map(|v| (v.field.as_str(), f.action)))
+            .collect();
+        assert_eq!(reported, expected);
+        if findings.iter().all(|f| f.action == Action::Allow) {
+            assert_eq!(verdict, Verdict::accept());
+        }
+    }
+
+    #[test]
+    fn the_first_proposed_name_is_suggested() {
+        let findings = [
+            finding(Action::Allow, "spec.a", "Why.", Some("ignored-name")),
+            finding(Action::Warn, "spec.b", "Why.", None),
+            finding(Action::Reject, "spec.c", "Why.", Some("pool-1-5e6f7a8b")),
+            finding(Action::Reject, "spec.d", "Why.", Some("pool-1-00000000")),
+        ];
+        let verdict = Verdict::from_findings(&subject(), &findings);
+        assert_eq!(verdict.suggested_name.as_deref(), Some("pool-1-5e6f7a8b"));
+    }
+
+    #[rstest]
+    #[case::namespaced("fleet", "KubeadmConfig fleet/pool-1-a")]
+    #[case::cluster_scoped("", "KubeadmConfig pool-1-a")]
+    fn a_subject_in_short(#[case] namespace: &str, #[case] short: &str) {
+        let subject = Subject {
+            namespace: namespace.into(),
+            ..subject()
+        };
+        assert_eq!(subject.short(), short);
+    }
+
+    #[rstest]
+    #[case::short("a".repeat(WARNING_LIMIT), "a".repeat(WARNING_LIMIT))]
+    #[case::one_too_long("a".repeat(WARNING_LIMIT + 1), format!("{}...", "a".repeat(WARNING_LIMIT - 3)))]
+    #[case::cut_by_characters_not_bytes("ü".repeat(WARNING_LIMIT + 5), format!("{}...", "ü".repeat(WARNING_LIMIT - 3)))]
+    fn warnings_are_cut_at_the_limit(#[case] text: String, #[case] expected: String) {
+        assert_eq!(short_warning(&text), expected);
+    }
+
+    #[test]
+    fn an_unreadable_request_is_a_400() {
+        let verdict = Verdict::bad_request("request.kind is missing");
+        assert_eq!(
+            (verdict.allowed, verdict.code, verdict.message.as_deref()),
+            (false, Some(400), Some("request.kind is missing"))
+        );
     }
 }

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use capi_bootstrap_rollout_policy::engine::evaluate_with;
+use capi_bootstrap_rollout_policy::engine;
 use capi_bootstrap_rollout_policy::lookups::{
     list_answer, ListRequest, Lookups, CONFIG_FIELDS, MACHINE_POOL_FIELDS,
 };
@@ -13,6 +13,11 @@ use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_bootstrap_rollout_policy::verdict::Verdict;
 use rstest::rstest;
 use serde_json::{json, Value};
+
+/// The engine on a request the test holds as a value: its JSON text, as the host sends it.
+fn evaluate_with(settings: &Settings, request: &Value, lookups: &dyn Lookups) -> Verdict {
+    engine::evaluate_with(settings, &serde_json::to_vec(request).unwrap(), lookups)
+}
 
 #[derive(Default)]
 struct FakeCluster {

@@ -1,41 +1,99 @@
-//! The rule library reads top-down: the waPC glue, then the engine, then the rule families,
-//! then the pieces they share (diff, paths, fingerprint, request, verdict, ...). A module that
-//! names `crate::x` depends on `x`; this test fails on any cycle among the modules of `src/`,
-//! naming it, so shared pieces keep moving down instead of being borrowed back from above.
+//! The rule library reads top-down, and its folders say so: the waPC glue (`lib.rs`), then the
+//! engine, which routes; then one file per kind judged (`webhooks/`); then the rule families
+//! (`rules/`); then the pieces they share: the request reader (`reader/`), the CAPI facts
+//! (`capi/`), `diff`, `fingerprint`, `settings`, `verdict`, `lookups`. A module that names
+//! `crate::x` (or `crate::folder::x`) in its code depends on it; this test fails on any cycle
+//! among the modules of `src/` and on any module that names one of a layer above its own,
+//! naming them, so shared pieces keep moving down instead of being borrowed back from above.
+//! Test modules are not scanned: a test may judge through the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// module -> the modules it names as `crate::<module>` outside comments.
+/// `src/a/b.rs` -> `a::b`, `src/a/mod.rs` -> `a`, `src/x.rs` -> `x`.
+fn module_name(src: &Path, path: &Path) -> String {
+    let relative = path.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = relative
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().map(String::as_str) == Some("mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().and_then(|e| e.to_str()) == Some("rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file: its lines outside comments, up to its test module (a `#[cfg(test)]`
+/// line followed by a `mod` line).
+fn code_lines(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut code = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
+        if line.trim() == "#[cfg(test)]"
+            && (next.starts_with("mod ") || next.starts_with("pub(crate) mod "))
+        {
+            break;
+        }
+        code.push(line.split("//").next().unwrap_or(""));
+    }
+    code
+}
+
+/// module -> the modules it names as `crate::<module>` in its code.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let modules: BTreeMap<String, String> = files
+        .iter()
+        .map(|path| {
+            (
+                module_name(&src, path),
+                std::fs::read_to_string(path).unwrap(),
+            )
+        })
+        .collect();
     let mut graph = BTreeMap::new();
-    for entry in std::fs::read_dir(&src).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("rs") {
-            continue;
-        }
-        let module = path.file_stem().unwrap().to_string_lossy().into_owned();
+    for (module, text) in &modules {
         if module == "lib" {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap();
         let mut uses = BTreeSet::new();
-        for line in text.lines() {
-            let code = line.split("//").next().unwrap_or("");
+        for code in code_lines(text) {
             let mut rest = code;
             while let Some(at) = rest.find("crate::") {
                 rest = &rest[at + "crate::".len()..];
-                let name: String = rest
+                let path: String = rest
                     .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
                     .collect();
-                if !name.is_empty() && name != module {
-                    uses.insert(name);
+                // The longest prefix of the path that is a module: `crate::rules::rotation::check`
+                // names `rules::rotation`, `crate::diff::FieldRules` names `diff`.
+                let segments: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
+                let named = (1..=segments.len())
+                    .rev()
+                    .map(|n| segments[..n].join("::"))
+                    .find(|candidate| modules.contains_key(candidate));
+                if let Some(named) = named {
+                    if &named != module {
+                        uses.insert(named);
+                    }
                 }
             }
         }
-        graph.insert(module, uses);
+        graph.insert(module.clone(), uses);
     }
     graph
 }
@@ -69,10 +127,14 @@ fn cycle(
 #[test]
 fn src_modules_form_no_cycle() {
     let graph = graph();
-    assert!(graph.contains_key("engine") && graph.contains_key("rotation"));
+    assert!(graph.contains_key("engine") && graph.contains_key("rules::rotation"));
     assert!(
-        graph["engine"].contains("rotation"),
+        graph["webhooks::machine_pool"].contains("rules::rotation"),
         "the scan sees use lines"
+    );
+    assert!(
+        graph["webhooks::bootstrap_config"].contains("rules::in_place_edit"),
+        "the scan sees paths inside folders"
     );
     let mut done = BTreeSet::new();
     for module in graph.keys() {
@@ -82,28 +144,72 @@ fn src_modules_form_no_cycle() {
     }
 }
 
+/// 3: the engine; 2: the judged kinds; 1: the rule families; 0: the shared pieces.
+fn layer(module: &str) -> u8 {
+    match module.split("::").next().unwrap() {
+        "engine" => 3,
+        "webhooks" => 2,
+        "rules" => 1,
+        _ => 0,
+    }
+}
+
 #[test]
-fn the_shared_pieces_sit_below_the_rules() {
+fn no_module_names_a_layer_above_its_own() {
     let graph = graph();
-    for base in [
-        "diff",
-        "paths",
-        "fingerprint",
-        "verdict",
-        "kinds",
-        "config_ref",
-    ] {
-        for rule in [
-            "engine",
-            "rotation",
-            "in_place_edit",
-            "template",
-            "ownership",
-            "contract",
-        ] {
+    for (module, uses) in &graph {
+        for used in uses {
             assert!(
-                !graph[base].contains(rule),
-                "{base} names {rule}: a shared piece may not depend on a rule family"
+                layer(used) <= layer(module),
+                "{module} names {used}: the engine routes to the judged kinds, which ask the \
+                 rules, which use the shared pieces; never the other way"
+            );
+        }
+    }
+}
+
+#[test]
+fn each_judged_kind_stands_alone() {
+    let graph = graph();
+    let kinds: Vec<&String> = graph
+        .keys()
+        .filter(|m| m.starts_with("webhooks::"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "webhooks::bootstrap_config",
+            "webhooks::bootstrap_template",
+            "webhooks::machine_pool"
+        ]
+    );
+    for kind in &kinds {
+        for other in &kinds {
+            assert!(
+                kind == other || !graph[*kind].contains(*other),
+                "{kind} names {other}: one file per kind judged"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_reader_and_the_capi_facts_sit_at_the_bottom() {
+    let graph = graph();
+    for (module, uses) in &graph {
+        let allowed: &[&str] = if module.starts_with("reader::") {
+            // The request reader reads JSON into views; it knows a GroupKind, nothing else.
+            &["reader::", "capi::kinds"]
+        } else if module.starts_with("capi::") {
+            // The CAPI facts are facts: no settings, no verdicts.
+            &["capi::", "reader::", "diff"]
+        } else {
+            continue;
+        };
+        for used in uses {
+            assert!(
+                allowed.iter().any(|a| used.starts_with(a)),
+                "{module} names {used}: only {allowed:?} sit beside or below it"
             );
         }
     }

@@ -2,12 +2,18 @@
 //! diff and fingerprint keep their promises on arbitrary specs.
 
 use capi_bootstrap_rollout_policy::diff::changed_fields;
-use capi_bootstrap_rollout_policy::engine::{evaluate, validate_payload};
+use capi_bootstrap_rollout_policy::engine::{self, validate_payload};
 use capi_bootstrap_rollout_policy::fingerprint::spec_fingerprint;
 use capi_bootstrap_rollout_policy::paths::Segment;
 use capi_bootstrap_rollout_policy::settings::Settings;
+use capi_bootstrap_rollout_policy::verdict::Verdict;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
+
+/// The engine on a request held as a value: its JSON text, as the host sends it.
+fn evaluate(settings: &Settings, request: &Value) -> Verdict {
+    engine::evaluate(settings, &serde_json::to_vec(request).unwrap())
+}
 
 fn scalar() -> impl Strategy<Value = Value> {
     prop_oneof![

@@ -41,7 +41,8 @@ fn expect(verdict: &Verdict, allowed: bool, fragment: &str) {
 }
 
 fn run(settings: Value, request: &Value) -> Verdict {
-    evaluate(&Settings::from_value(&settings).unwrap(), request)
+    let request = serde_json::to_vec(request).unwrap();
+    evaluate(&Settings::from_value(&settings).unwrap(), &request)
 }
 
 #[rstest]

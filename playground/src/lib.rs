@@ -206,7 +206,8 @@ fn action_name(action: Action) -> &'static str {
     match action {
         Action::Reject => "reject",
         Action::Warn => "warn",
-        Action::Ignore => "ignore",
+        // Never reported: a rule drops the findings its setting allows.
+        Action::Allow => "allow",
     }
 }
 
@@ -237,6 +238,8 @@ pub fn evaluate(
         Ok(r) => r,
         Err((input, e)) => return input_error(input, e),
     };
+    // The request as the API server sends it: JSON text.
+    let request = serde_json::to_vec(&request).unwrap_or_default();
     let verdict = engine::evaluate(&settings, &request);
     let changed_paths = if operation == "UPDATE" {
         let spec = |o: &Option<Value>| o.as_ref().and_then(|o| o.get("spec")).cloned();

@@ -177,6 +177,8 @@ pub fn check(settings: &Settings, base: &ManifestSet, head: &ManifestSet) -> Rep
                 View::Either
             },
         };
+        // The request as the API server sends it: JSON text.
+        let request = serde_json::to_vec(&request).unwrap_or_default();
         let verdict = evaluate_with(settings, &request, &lookups);
         if !reported(settings, key) && verdict == Verdict::accept() {
             report.unjudged += 1;

@@ -124,11 +124,11 @@ pub struct PathPattern {
 /// instructions.
 macro_rules! builtin_path {
     ($first:ident $(. $rest:ident)*) => {
-        $crate::paths::PathPattern::from_static(
+        $crate::capi::paths::PathPattern::from_static(
             concat!(stringify!($first) $(, ".", stringify!($rest))*),
             &[
-                $crate::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($first))),
-                $($crate::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($rest))),)*
+                $crate::capi::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($first))),
+                $($crate::capi::paths::PatternSegment::Key(std::borrow::Cow::Borrowed(stringify!($rest))),)*
             ],
         )
     };

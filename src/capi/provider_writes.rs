@@ -18,12 +18,12 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Number, Value};
+use serde_json::Number;
 use yaml_rust2::{Yaml, YamlLoader};
 
+use crate::capi::paths::{builtin_path, PathPattern};
 use crate::diff::FieldRules;
-use crate::json::{Node, Str};
-use crate::paths::{builtin_path, PathPattern};
+use crate::reader::json::{Node, Str};
 
 /// The controller identities of CAPI core and of every default bootstrap kind's provider, as
 /// `clusterctl init` installs them: `system:serviceaccount:<namespace>:<namePrefix><name>`, the
@@ -98,7 +98,7 @@ fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules 
 }
 
 /// The built-in non-compared fields of a config kind (paths from the object's top).
-pub fn default_field_rules(kind: &str) -> FieldRules {
+pub(crate) fn default_field_rules(kind: &str) -> FieldRules {
     match kind {
         "KubeadmConfig" => rules(KUBEADM_MACHINE_ONLY, KUBEADM_FILL_ONCE),
         "K0sWorkerConfig" => rules(&[], K0S_FILL_ONCE),
@@ -110,7 +110,7 @@ pub fn default_field_rules(kind: &str) -> FieldRules {
 
 /// The built-in non-compared fields of a bootstrap template kind (`RKE2ConfigTemplate`): only
 /// what a defaulting webhook writes; no controller writes into a template's spec.
-pub fn default_template_field_rules(kind: &str) -> FieldRules {
+pub(crate) fn default_template_field_rules(kind: &str) -> FieldRules {
     match kind {
         "RKE2ConfigTemplate" => rules(&[], RKE2_TEMPLATE_FILL_ONCE),
         _ => FieldRules::default(),
@@ -122,7 +122,7 @@ pub fn default_template_field_rules(kind: &str) -> FieldRules {
 /// `CorrectArbitraryData`; the controllers of v0.2-v0.20 deleted them too, in
 /// bootstrap/internal/cloudinit/cloudinit.go `cleanupArbitraryData`): the bootstrap data
 /// writes them itself.
-pub const RKE2_DROPPED_USER_DATA_KEYS: [&str; 3] = ["write_files", "ntp", "runcmd"];
+pub(crate) const RKE2_DROPPED_USER_DATA_KEYS: [&str; 3] = ["write_files", "ntp", "runcmd"];
 const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
 
 /// The two config specs as RKE2's defaulter leaves them, for comparison: in
@@ -132,7 +132,7 @@ const USER_DATA: [&str; 3] = ["agentConfig", "additionalUserData", "data"];
 /// change of what a value says is still a change of `...data.<key>`. `spec` is a config's
 /// `spec` or a template's `spec.template.spec`; other kinds, and RKE2 specs whose user data is
 /// the same text on both sides, are returned as they are.
-pub fn as_defaulted<'a, 'n>(
+pub(crate) fn as_defaulted<'a, 'n>(
     config_kind: &str,
     old: Option<&'a Node<'n>>,
     new: Option<&'a Node<'n>>,
@@ -170,32 +170,34 @@ fn at_mut<'a, 'n>(node: &'a mut Node<'n>, keys: &[&str]) -> Option<&'a mut Node<
 fn parsed_yaml(text: &str) -> Option<String> {
     let documents = YamlLoader::load_from_str(text).ok()?;
     let content = match documents.into_iter().next() {
-        None => Value::Object(Map::new()),
-        Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_to_json(document)?,
+        None => Node::Object(Vec::new()),
+        Some(document @ (Yaml::Hash(_) | Yaml::Array(_))) => yaml_node(document)?,
         Some(_) => return None,
     };
-    Some(format!("\u{0}yaml:{content}"))
+    Some(format!("\u{0}yaml:{}", content.to_json()))
 }
 
-/// A parsed YAML node as JSON; map keys that are not strings are written as their YAML text.
-fn yaml_to_json(node: Yaml) -> Option<Value> {
+/// A parsed YAML node as the JSON node it stands for; map keys that are not strings are written
+/// as their YAML text.
+fn yaml_node(node: Yaml) -> Option<Node<'static>> {
+    let text = |s: String| Node::String(Str::Plain(Cow::Owned(s)));
     Some(match node {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(b),
-        Yaml::Integer(i) => Value::from(i),
-        Yaml::Real(text) => match text.parse::<f64>().ok().and_then(Number::from_f64) {
-            Some(n) => Value::Number(n),
-            None => Value::String(text),
+        Yaml::Null => Node::Null,
+        Yaml::Boolean(b) => Node::Bool(b),
+        Yaml::Integer(i) => Node::Number(Number::from(i)),
+        Yaml::Real(real) => match real.parse::<f64>().ok().and_then(Number::from_f64) {
+            Some(n) => Node::Number(n),
+            None => text(real),
         },
-        Yaml::String(s) => Value::String(s),
-        Yaml::Array(items) => Value::Array(
+        Yaml::String(s) => text(s),
+        Yaml::Array(items) => Node::Array(
             items
                 .into_iter()
-                .map(yaml_to_json)
+                .map(yaml_node)
                 .collect::<Option<Vec<_>>>()?,
         ),
         Yaml::Hash(entries) => {
-            let mut map = Map::new();
+            let mut fields = Vec::with_capacity(entries.len());
             for (key, value) in entries {
                 let key = match key {
                     Yaml::String(s) => s,
@@ -205,9 +207,9 @@ fn yaml_to_json(node: Yaml) -> Option<Value> {
                     Yaml::Null => "null".to_string(),
                     _ => return None,
                 };
-                map.insert(key, yaml_to_json(value)?);
+                fields.push((Str::Plain(Cow::Owned(key)), yaml_node(value)?));
             }
-            Value::Object(map)
+            Node::object(fields)
         }
         Yaml::Alias(_) | Yaml::BadValue => return None,
     })
@@ -218,7 +220,7 @@ mod tests {
     use super::*;
     use crate::diff::changes_at;
     use rstest::rstest;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     /// The built-in patterns, made at compile time, are the patterns their text parses to.
     #[rstest]
@@ -345,5 +347,26 @@ mod tests {
             parsed_yaml("b:\n- x\na: 1\n")
         );
         assert_ne!(parsed_yaml("{a: 1}"), parsed_yaml("{a: '1'}"));
+    }
+
+    /// The text a user-data value stands for: sorted JSON after a NUL, as serde_json writes it.
+    #[rstest]
+    #[case::map("b: 1\na: x", Some("{\"a\":\"x\",\"b\":1}"))]
+    #[case::list(
+        "- 1\n- 2.50\n- {k: v}\n- true\n- ~",
+        Some("[1,2.5,{\"k\":\"v\"},true,null]")
+    )]
+    #[case::empty("", Some("{}"))]
+    #[case::comment_only("# none yet", Some("{}"))]
+    #[case::keys_that_are_no_strings(
+        "1: a\ntrue: b\n~: c",
+        Some("{\"1\":\"a\",\"null\":\"c\",\"true\":\"b\"}")
+    )]
+    #[case::not_a_number("x: .inf", Some("{\"x\":\".inf\"}"))]
+    #[case::escaped("x: \"q\\\"\\n\"", Some("{\"x\":\"q\\\"\\n\"}"))]
+    #[case::a_scalar("plain text", None)]
+    #[case::unreadable("a: [", None)]
+    fn user_data_as_the_defaulter_reads_it(#[case] text: &str, #[case] json: Option<&str>) {
+        assert_eq!(parsed_yaml(text), json.map(|j| format!("\u{0}yaml:{j}")));
     }
 }

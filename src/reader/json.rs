@@ -65,7 +65,7 @@ impl<'a> Text<'a> {
     }
 
     /// The unescaped string: borrowed from the input unless it holds escapes.
-    pub fn to_str(&self) -> Cow<'a, str> {
+    pub fn to_str(self) -> Cow<'a, str> {
         if !self.is_escaped() {
             return Cow::Borrowed(std::str::from_utf8(self.raw).unwrap_or_default());
         }
@@ -405,6 +405,25 @@ impl<'a> Node<'a> {
         matches!(self, Node::Null)
     }
 
+    /// An object of `entries` as a `Value`'s map holds them: sorted, the last value of a key
+    /// given twice. The sort is stable, so the last of equal keys is the one given last.
+    pub fn object(mut entries: Vec<(Str<'a>, Node<'a>)>) -> Node<'a> {
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut deduplicated: Vec<(Str<'a>, Node<'a>)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match deduplicated.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => deduplicated.push(entry),
+            }
+        }
+        Node::Object(deduplicated)
+    }
+
+    /// The node as compact JSON text, as a `serde_json::Value` displays it (for messages).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
     /// A `serde_json::Value` seen as a node, its strings borrowed.
     pub fn from_value(value: &'a serde_json::Value) -> Node<'a> {
         use serde_json::Value;
@@ -422,6 +441,33 @@ impl<'a> Node<'a> {
                 // A map is sorted already, unless serde_json keeps insertion order.
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
                 Node::Object(entries)
+            }
+        }
+    }
+}
+
+/// Written as the `serde_json::Value` it equals: strings unescaped, keys in their order.
+impl serde::Serialize for Node<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Node::Null => serializer.serialize_unit(),
+            Node::Bool(b) => serializer.serialize_bool(*b),
+            Node::Number(n) => n.serialize(serializer),
+            Node::String(s) => serializer.serialize_str(&s.to_str()),
+            Node::Array(items) => {
+                let mut list = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    list.serialize_element(item)?;
+                }
+                list.end()
+            }
+            Node::Object(entries) => {
+                let mut map = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    map.serialize_entry(&*key.to_str(), value)?;
+                }
+                map.end()
             }
         }
     }
@@ -908,17 +954,7 @@ impl<'a> Reader<'a> {
                     entries.push((Str::Json(key), value));
                     Ok(())
                 })?;
-                // As a `Value`'s map: sorted, the last value of a key given twice. The sort is
-                // stable, so the last of equal keys is the one given last.
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                let mut deduplicated: Vec<(Str<'a>, Node<'a>)> = Vec::with_capacity(entries.len());
-                for entry in entries {
-                    match deduplicated.last_mut() {
-                        Some(last) if last.0 == entry.0 => *last = entry,
-                        _ => deduplicated.push(entry),
-                    }
-                }
-                Node::Object(deduplicated)
+                Node::object(entries)
             }
             Next::Array => {
                 let mut items = Vec::new();
@@ -939,15 +975,6 @@ impl<'a> Reader<'a> {
                 Node::Null
             }
         })
-    }
-
-    /// Reads any value and returns its text as written (for the small parts still handed to
-    /// serde_json: the settings).
-    pub fn read_raw(&mut self) -> Read<&'a str> {
-        self.skip_whitespace();
-        let start = self.pos;
-        self.skip()?;
-        std::str::from_utf8(&self.input[start..self.pos]).map_err(|_| Invalid("invalid UTF-8"))
     }
 
     /// Reads a list of `T` (`None`: not a list, skipped).
@@ -1110,6 +1137,8 @@ mod tests {
         let node = read_document(text, |r| r.read_node()).unwrap();
         let value: serde_json::Value = serde_json::from_slice(text).unwrap();
         assert_eq!(node, Node::from_value(&value));
+        // Written back as the value displays: unescaped, sorted, the last of a repeated key.
+        assert_eq!(node.to_json(), value.to_string());
         assert_eq!(node.at(&["a", "k"]), Some(&Node::Number(2.into())));
         assert!(node.get("aa").and_then(Node::as_str).unwrap().is("y"));
         assert_eq!(node.get("c"), None);
@@ -1195,6 +1224,7 @@ mod tests {
             let value: serde_json::Value = serde_json::from_slice(&text).unwrap();
             let node = read_document(&text, |r| r.read_node()).unwrap();
             prop_assert_eq!(&node, &Node::from_value(&value));
+            prop_assert_eq!(node.to_json(), value.to_string());
             let other_text = serde_json::to_vec(&other).unwrap();
             let other: serde_json::Value = serde_json::from_slice(&other_text).unwrap();
             let other_node = read_document(&other_text, |r| r.read_node()).unwrap();

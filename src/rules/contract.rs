@@ -1,8 +1,8 @@
 //! Rule 5, the bootstrap provider contract: a configRef CAPI can resolve, and a config that
 //! names its data secret once it says it is initialised.
 
-use crate::config_ref::CONFIG_REF;
-use crate::json::Node;
+use crate::capi::config_ref::CONFIG_REF;
+use crate::reader::json::Node;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 
@@ -12,7 +12,7 @@ fn finding(
     explanation: &str,
     warning: String,
 ) -> Option<Finding> {
-    if violations.is_empty() || settings.contract_violations == Action::Ignore {
+    if violations.is_empty() || settings.contract_violations == Action::Allow {
         return None;
     }
     Some(Finding {
@@ -140,7 +140,7 @@ mod tests {
 
     #[rstest]
     #[case::reject(Action::Reject, true)]
-    #[case::ignore(Action::Ignore, false)]
+    #[case::ignore(Action::Allow, false)]
     fn contract_violations_setting(#[case] action: Action, #[case] found: bool) {
         let settings = Settings {
             contract_violations: action,

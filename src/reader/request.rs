@@ -7,10 +7,9 @@
 
 use std::borrow::Cow;
 
-use crate::identity::Requester;
-use crate::json::{Read, Reader, Scalar};
-use crate::kinds::GroupKind;
-use crate::object::{Carried, Object};
+use crate::capi::kinds::GroupKind;
+use crate::reader::json::{Read, Reader, Scalar};
+use crate::reader::object::{Carried, Object};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -133,6 +132,14 @@ impl<'a> RequestDoc<'a> {
     }
 }
 
+/// Who is asking: `request.userInfo` (a missing or malformed one is an anonymous requester).
+/// Identities match exactly; no prefixes, no case folding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Requester<'a> {
+    pub username: &'a str,
+    pub groups: Vec<&'a str>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Request<'a> {
     pub group_kind: GroupKind,
@@ -217,5 +224,146 @@ impl<'a> Request<'a> {
             object,
             old_object,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::json::read_document;
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    /// `check` on the request read from `request` (with a KubeadmConfig kind when it has none).
+    fn parsed<T>(request: Value, check: impl FnOnce(Result<Request, String>) -> T) -> T {
+        let json = serde_json::to_vec(&request).unwrap();
+        let doc = read_document(&json, RequestDoc::read).unwrap();
+        let (group_kind, version) = doc.kind_of().unwrap();
+        check(Request::parse(&doc, group_kind, &version))
+    }
+
+    const KIND: &str =
+        r#"{"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta2", "kind": "KubeadmConfig"}"#;
+
+    fn kind() -> Value {
+        serde_json::from_str(KIND).unwrap()
+    }
+
+    #[rstest]
+    #[case::kind(json!({"kind": kind()}), Ok(("KubeadmConfig.bootstrap.cluster.x-k8s.io", "v1beta2")))]
+    #[case::core_group_null(json!({"kind": {"group": null, "kind": "Pod"}}), Ok(("Pod", "")))]
+    #[case::core_group_empty(json!({"kind": {"group": "", "version": "v1", "kind": "Pod"}}), Ok(("Pod", "v1")))]
+    #[case::version_not_a_string(json!({"kind": {"group": "g.io", "version": 1, "kind": "K"}}), Ok(("K.g.io", "")))]
+    #[case::no_kind(json!({"operation": "CREATE"}), Err("malformed AdmissionRequest: request.kind is missing"))]
+    #[case::kind_not_an_object(json!({"kind": "KubeadmConfig"}), Err("malformed AdmissionRequest: request.kind.kind must be a string"))]
+    #[case::kind_a_number(json!({"kind": {"kind": 5}}), Err("malformed AdmissionRequest: request.kind.kind must be a string"))]
+    #[case::group_a_number(json!({"kind": {"group": 5, "kind": "K"}}), Err("malformed AdmissionRequest: request.kind.group must be a string"))]
+    fn the_kind_is_read_first(
+        #[case] request: Value,
+        #[case] expected: Result<(&str, &str), &str>,
+    ) {
+        let json = serde_json::to_vec(&request).unwrap();
+        let doc = read_document(&json, RequestDoc::read).unwrap();
+        let found = doc.kind_of();
+        let found = found
+            .as_ref()
+            .map(|(gk, version)| (gk.qualified(), version.to_string()))
+            .map_err(String::as_str);
+        assert_eq!(
+            found,
+            expected.map(|(gk, version)| (gk.to_string(), version.to_string()))
+        );
+    }
+
+    #[rstest]
+    #[case::create(json!("CREATE"), json!({}), json!(null), Ok(Operation::Create))]
+    #[case::update(json!("UPDATE"), json!({}), json!({}), Ok(Operation::Update))]
+    #[case::delete_without_objects(json!("DELETE"), json!(null), json!(null), Ok(Operation::Delete))]
+    #[case::connect(json!("CONNECT"), json!(null), json!(null), Ok(Operation::Connect))]
+    #[case::lower_case(json!("update"), json!({}), json!({}), Err("malformed AdmissionRequest: unknown request.operation \"update\""))]
+    #[case::no_operation(json!(null), json!({}), json!({}), Err("malformed AdmissionRequest: request.operation is missing or not a string"))]
+    #[case::create_without_object(json!("CREATE"), json!(null), json!(null), Err("malformed AdmissionRequest: request.object is required for Create"))]
+    #[case::update_without_old_object(json!("UPDATE"), json!({}), json!(null), Err("malformed AdmissionRequest: request.oldObject is required for Update"))]
+    #[case::object_a_list(json!("DELETE"), json!([]), json!(null), Err("malformed AdmissionRequest: request.object must be an object"))]
+    #[case::old_object_a_string(json!("DELETE"), json!(null), json!("x"), Err("malformed AdmissionRequest: request.oldObject must be an object"))]
+    fn the_operation_needs_its_objects(
+        #[case] operation: Value,
+        #[case] object: Value,
+        #[case] old_object: Value,
+        #[case] expected: Result<Operation, &str>,
+    ) {
+        let request = json!({"kind": kind(), "operation": operation, "object": object, "oldObject": old_object});
+        parsed(request, |r| {
+            assert_eq!(
+                r.map(|r| r.operation).map_err(|e| e.to_string()),
+                expected.map_err(str::to_string)
+            );
+        });
+    }
+
+    #[rstest]
+    #[case::given(json!({"namespace": "fleet", "name": "kc"}), json!({"metadata": {"namespace": "other", "name": "x"}}), ("fleet", "kc"))]
+    #[case::from_the_object(json!({}), json!({"metadata": {"namespace": "fleet", "name": "kc"}}), ("fleet", "kc"))]
+    #[case::nowhere(json!({}), json!({"metadata": {}}), ("", ""))]
+    #[case::not_strings(json!({"namespace": 1, "name": ["kc"]}), json!({"metadata": {"namespace": "fleet", "name": "kc"}}), ("fleet", "kc"))]
+    fn namespace_and_name_fall_back_to_the_object(
+        #[case] given: Value,
+        #[case] object: Value,
+        #[case] expected: (&str, &str),
+    ) {
+        let mut request = json!({"kind": kind(), "operation": "CREATE", "object": object});
+        request
+            .as_object_mut()
+            .unwrap()
+            .extend(given.as_object().unwrap().clone());
+        parsed(request, |r| {
+            let r = r.unwrap();
+            assert_eq!((r.namespace, r.name), expected);
+        });
+    }
+
+    #[rstest]
+    #[case::user_and_groups(json!({"username": "alice", "groups": ["a", "b"]}), "alice", &["a", "b"])]
+    #[case::escaped(json!({"username": "al\u{e9}ce\n"}), "al\u{e9}ce\n", &[])]
+    #[case::groups_not_strings(json!({"username": "bob", "groups": ["a", 1, null, "b"]}), "bob", &["a", "b"])]
+    #[case::groups_not_a_list(json!({"username": "bob", "groups": "a"}), "bob", &[])]
+    #[case::no_user_info(json!(null), "", &[])]
+    #[case::user_info_a_string(json!("alice"), "", &[])]
+    fn the_requester_is_read_from_user_info(
+        #[case] user_info: Value,
+        #[case] username: &str,
+        #[case] groups: &[&str],
+    ) {
+        let request = json!({"kind": kind(), "operation": "DELETE", "userInfo": user_info, "subResource": "status"});
+        parsed(request, |r| {
+            let r = r.unwrap();
+            assert_eq!(
+                r.requester,
+                Requester {
+                    username,
+                    groups: groups.to_vec()
+                }
+            );
+            assert_eq!(r.sub_resource, "status");
+        });
+    }
+
+    #[test]
+    fn a_key_given_twice_counts_with_its_last_value() {
+        let json = format!(
+            r#"{{"kind": {KIND}, "operation": "CREATE", "operation": "DELETE", "name": "a", "name": "b",
+                 "userInfo": {{"username": "x", "groups": ["g"]}}, "userInfo": {{"username": "y"}}}}"#
+        );
+        let doc = read_document(json.as_bytes(), RequestDoc::read).unwrap();
+        let (group_kind, version) = doc.kind_of().unwrap();
+        let request = Request::parse(&doc, group_kind, &version).unwrap();
+        assert_eq!((request.operation, request.name), (Operation::Delete, "b"));
+        assert_eq!(
+            request.requester,
+            Requester {
+                username: "y",
+                groups: vec![]
+            }
+        );
     }
 }

@@ -2,24 +2,29 @@
 //! rolled out to the pool's existing instances (cluster-api #8858, #4145), so it is refused
 //! with every changed field and the rotation that does roll it out.
 //!
-//! Not compared, per kind (extendable in the settings), as [`crate::provider_writes`] lists
+//! Not compared, per kind (extendable in the settings), as [`crate::capi::provider_writes`] lists
 //! them: machine-only fields, any change allowed (the bootstrap token CAPI rotates every
 //! ~7.5 min), and fill-once fields, allowed from empty to a value (the discovery fields CAPI
 //! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
 //! no change (see [`crate::diff`]).
+//!
+//! Asked on a bootstrap config's UPDATE: when the spec is compared and when the pools are
+//! looked up is [`crate::webhooks::bootstrap_config`]'s decision; templates (rule 8) share
+//! [`change_violations`].
 
+use crate::capi::owners::Owner;
+use crate::capi::provider_writes::as_defaulted;
 use crate::diff::{changes_at, Change, FieldRules};
 use crate::fingerprint::{fingerprint, suggested_name};
-use crate::json::Node;
-use crate::ownership::Owner;
-use crate::provider_writes::as_defaulted;
+use crate::reader::json::Node;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
 /// At most this many changed paths are listed; the rest are counted.
 pub const MAX_REPORTED_PATHS: usize = 10;
 
-fn pools(subject: &Subject, owners: &[Owner]) -> String {
+/// `MachinePool ns/a and MachinePool ns/b`, as the messages name the pools.
+pub fn pools(subject: &Subject, owners: &[Owner]) -> String {
     owners
         .iter()
         .map(|o| format!("MachinePool {}/{}", subject.namespace, o.name))
@@ -91,7 +96,7 @@ pub fn check(
     changes: &[Change],
     new_spec: Option<&Node>,
 ) -> Option<Finding> {
-    if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Ignore {
+    if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Allow {
         return None;
     }
     let violations = change_violations(changes);
@@ -129,61 +134,12 @@ pub fn check_rotated_out(subject: &Subject, changes: &[Change]) -> Option<Findin
     )))
 }
 
-/// With lookups: deleting a config a live MachinePool references stops the pool's reconcile,
-/// and re-creating it under the same name is an in-place edit in disguise.
-pub fn check_delete(
-    settings: &Settings,
-    subject: &Subject,
-    referencing: &[Owner],
-) -> Option<Finding> {
-    if referencing.is_empty() || settings.in_place_edits == Action::Ignore {
-        return None;
-    }
-    let pools = pools(subject, referencing);
-    Some(Finding {
-        action: settings.in_place_edits,
-        violations: vec![Violation::new(
-            "metadata.name",
-            format!("Forbidden: referenced by the configRef of {pools}"),
-        )],
-        explanation: format!(
-            "Deleting it stops {pools} from reconciling, and re-creating it under the same name \
-             rolls nothing out. Point spec.template.spec.bootstrap.configRef of {pools} at \
-             another {} first, or delete the MachinePool",
-            subject.group_kind.kind
-        ),
-        warning: format!(
-            "deleting {} breaks the reconcile of {pools}",
-            subject.short()
-        ),
-        suggested_name: None,
-    })
-}
-
-/// With lookups: a config created under a name whose data secret a MachinePool already consumed
-/// will not roll out (the pool sees no new data secret name).
-pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding> {
-    if consumers.is_empty() {
-        return None;
-    }
-    Some(Finding::warning(format!(
-        "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
-        subject.group_kind.kind,
-        subject.name,
-        consumers
-            .iter()
-            .map(|o| o.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
     use crate::diff::{changed_fields, ChangeKind};
     use crate::fingerprint::spec_fingerprint;
-    use crate::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
     use rstest::rstest;
     use serde_json::{json, Value};
 
@@ -383,7 +339,7 @@ mod tests {
         )
         .is_none());
         let allow = Settings {
-            in_place_edits: Action::Ignore,
+            in_place_edits: Action::Allow,
             ..Settings::default()
         };
         assert!(judge(

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::json::{read_document, serde_message, Next, Node, Read, Reader, Text};
+use crate::reader::json::{Next, Node, Read, Reader, Text};
 
 /// clusterctl's annotation on an object it is about to delete from the source cluster of a
 /// `clusterctl move` (clusterctl_move.rs).
@@ -123,8 +123,10 @@ impl<'a> Object<'a> {
         Ok(())
     }
 
-    /// One object document (a test or a tool holding a `Value`: `serde_json::to_vec` it first).
+    /// One object document (the tests' objects, written as JSON).
+    #[cfg(test)]
     pub fn from_json(json: &'a [u8]) -> Result<Object<'a>, String> {
+        use crate::reader::json::{read_document, serde_message};
         read_document(json, Object::read).map_err(|_| serde_message(json))
     }
 

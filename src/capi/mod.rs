@@ -1,0 +1,10 @@
+//! What CAPI and its providers are, as the rules need to know it: the kinds ([`kinds`]), the
+//! bootstrap `configRef` ([`config_ref`]), who owns a bootstrap object ([`owners`]), what CAPI's
+//! own machinery writes into one ([`provider_writes`]) and field paths in CAPI's notation
+//! ([`paths`]). Facts, no verdicts.
+
+pub mod config_ref;
+pub mod kinds;
+pub mod owners;
+pub mod paths;
+pub mod provider_writes;

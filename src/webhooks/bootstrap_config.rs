@@ -1,0 +1,528 @@
+//! A bootstrap config (KubeadmConfig and the other kinds of `bootstrapConfigKinds`): what its
+//! CREATE, UPDATE and DELETE are judged by, and when the namespace's MachinePools are worth a
+//! lookup. The pool list is asked for only when its answer can change the verdict (a CREATE,
+//! which may reuse a consumed name; a DELETE; an UPDATE with a compared spec change or an
+//! ownerReference removal): CAPI's frequent writes (token rotation, fill-once fields, status,
+//! labels) make no host call.
+//!
+//! - CREATE: the status contract (rule 5); with lookups, a name whose data secret a pool
+//!   already consumed (rule 7), unless the config is a moved or restored one.
+//! - UPDATE of a config in use (referenced by a pool with lookups, else controlled by one):
+//!   ownerReference removal (rule 4) and in-place edits (rule 2); rotated out (with lookups):
+//!   a warning that the edit reaches no node; a changed status: the contract (rule 5).
+//! - DELETE (with lookups): a config a live pool references (rule 7).
+
+use crate::capi::kinds::MACHINE_POOL;
+use crate::capi::owners::{machine_pool_controllers, Owner};
+use crate::lookups::{
+    consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
+    Lookups,
+};
+use crate::reader::json::Node;
+use crate::reader::object::Object;
+use crate::reader::request::{Operation, Request};
+use crate::rules::contract::check_config_status;
+use crate::rules::delete_and_move::{check_delete, check_recreate, is_moved_or_restored};
+use crate::rules::in_place_edit::{self, rotation_remediation};
+use crate::rules::ownership::{check_removal, removed_controllers};
+use crate::settings::{Action, Settings};
+use crate::verdict::{Finding, Subject};
+
+/// The host's answer to the MachinePool list of the request's namespace, asked with `lookups`
+/// when there are any; a failed lookup adds its warning and leaves the ownerReference rules to
+/// decide. Read with [`pools_in`].
+fn list_pools(
+    settings: &Settings,
+    request: &Request,
+    lookups: Option<&dyn Lookups>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<u8>> {
+    match machine_pools(lookups?, &settings.capi_version, request.namespace) {
+        Ok(answer) => Some(answer),
+        Err(e) => {
+            findings.push(Finding::lookup_failed("MachinePool", &e));
+            None
+        }
+    }
+}
+
+/// The pools of a list answer; an unreadable answer is a failed lookup.
+fn pools_in<'a>(
+    answer: Option<&'a [u8]>,
+    findings: &mut Vec<Finding>,
+) -> Option<Vec<Consumer<'a>>> {
+    match consumers_in(answer?, MACHINE_POOL) {
+        Ok(pools) => Some(pools),
+        Err(e) => {
+            findings.push(Finding::lookup_failed(MACHINE_POOL, &e));
+            None
+        }
+    }
+}
+
+/// The pools whose current configRef names the subject (`live_only`: not being deleted).
+fn referencing_pools(pools: &[Consumer], subject: &Subject, live_only: bool) -> Vec<Owner> {
+    referencing(
+        pools,
+        &subject.group_kind,
+        &subject.namespace,
+        &subject.name,
+    )
+    .into_iter()
+    .filter(|(_, pool)| !live_only || !is_being_deleted(pool))
+    .map(|(owner, _)| owner)
+    .collect()
+}
+
+/// The findings on a request for a bootstrap config; `lookups` only in the context-aware mode.
+pub fn judge(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    match request.operation {
+        Operation::Create => {
+            findings.extend(check_config_status(settings, status(request.object)));
+            // A config created with its pool's ownerReference is one moved or restored, not a
+            // new one under a consumed name (rule 7).
+            if !is_moved_or_restored(request.object) {
+                let answer = list_pools(settings, request, lookups, &mut findings);
+                if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
+                    let consumers = consuming_data_secret(&pools, &subject.name);
+                    findings.extend(check_recreate(subject, &consumers));
+                }
+            }
+        }
+        Operation::Update => {
+            let (old_spec, new_spec) = (spec(request.old_object), spec(request.object));
+            let owners = machine_pool_controllers(request.old_object);
+            // Without lookups only a config a MachinePool controls can be in use.
+            if lookups.is_some() || !owners.is_empty() {
+                // The kind's non-compared fields and the compared changes, once per request
+                // (parsing the rules is a visible share of the token rotation CAPI writes
+                // every ~7.5 minutes).
+                let rules = settings.field_rules(&subject.group_kind.kind);
+                // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
+                let changes = if lookups.is_some() || settings.in_place_edits != Action::Allow {
+                    in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
+                } else {
+                    Vec::new()
+                };
+                let removed = removed_controllers(&owners, request.object);
+                let answer = if changes.is_empty() && removed.is_empty() {
+                    None
+                } else {
+                    list_pools(settings, request, lookups, &mut findings)
+                };
+                let pools = pools_in(answer.as_deref(), &mut findings);
+                // In use: referenced by a pool (lookups), else controlled by one.
+                let in_use = match &pools {
+                    Some(pools) => referencing_pools(pools, subject, false),
+                    None => owners.clone(),
+                };
+                if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
+                    findings.extend(in_place_edit::check_rotated_out(subject, &changes));
+                }
+                if !in_use.is_empty() {
+                    findings.extend(check_removal(
+                        settings,
+                        &request.requester,
+                        request.namespace,
+                        &removed,
+                        || rotation_remediation(subject, &in_use, new_spec, &rules),
+                    ));
+                    // The topology controller's in-place patches (cluster-api #10496) and
+                    // every other controllerUsers write are judged too, and then allowed with
+                    // the changed paths in the audit log (rule 3, controller_writes::by_controller).
+                    findings.extend(in_place_edit::check(
+                        settings, subject, &in_use, &rules, &changes, new_spec,
+                    ));
+                }
+            }
+            if status(request.object) != status(request.old_object) {
+                findings.extend(check_config_status(settings, status(request.object)));
+            }
+        }
+        Operation::Delete => {
+            // Without lookups nothing tells a referenced config from a rotated-out one.
+            let answer = list_pools(settings, request, lookups, &mut findings);
+            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
+                findings.extend(check_delete(
+                    settings,
+                    subject,
+                    &referencing_pools(&pools, subject, true),
+                ));
+            }
+        }
+        Operation::Connect => {}
+    }
+    findings
+}
+
+fn spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object.and_then(|o| o.spec.as_ref())
+}
+
+fn status<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object.and_then(|o| o.status.as_ref())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::validate_payload;
+    use crate::settings::{Action, Settings};
+    use crate::verdict::{ReportedViolation, Verdict, CONTROLLER_WRITE_ANNOTATION};
+    use crate::webhooks::fixtures::*;
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    #[test]
+    fn the_rejection_message_names_paths_pool_and_rotation() {
+        let old = config(
+            "KubeadmConfig",
+            "v1beta2",
+            files("net.ipv4.ip_forward=1"),
+            true,
+        );
+        let new = config(
+            "KubeadmConfig",
+            "v1beta2",
+            files("net.ipv4.ip_forward=0"),
+            true,
+        );
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        let name = crate::fingerprint::suggested_name(
+            "worker-a",
+            &crate::fingerprint::spec_fingerprint(
+                new.get("spec"),
+                &Settings::default().field_rules("KubeadmConfig"),
+            ),
+        );
+        assert!(!verdict.allowed);
+        assert_eq!(verdict.code, Some(403));
+        assert_eq!(
+            verdict.message.unwrap(),
+            format!(
+                "KubeadmConfig.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: \
+                 [spec.files[1].content: Forbidden: changed]. The config is in use by MachinePool \
+                 default/worker-a, and CAPI does not roll in-place bootstrap edits out to existing \
+                 instances (cluster-api #8858). To roll a change out, create a new KubeadmConfig \
+                 \"{name}\" in namespace default with the desired spec, then set \
+                 spec.template.spec.bootstrap.configRef.name of MachinePool default/worker-a to \"{name}\""
+            )
+        );
+        assert!(verdict.warnings.is_empty());
+    }
+
+    /// The name the remediation proposes for `new`'s spec, as the message words it.
+    fn proposed(new: &Value) -> String {
+        crate::fingerprint::suggested_name(
+            "worker-a",
+            &crate::fingerprint::spec_fingerprint(
+                new.get("spec"),
+                &Settings::default().field_rules("KubeadmConfig"),
+            ),
+        )
+    }
+
+    fn reported(field: &str, detail: &str, action: Action) -> ReportedViolation {
+        ReportedViolation {
+            field: field.to_string(),
+            detail: detail.to_string(),
+            action,
+        }
+    }
+
+    /// The violations and the suggested name as data, beside the message that words them.
+    #[rstest]
+    #[case::content_edit_rejected("reject", "alice", false, &[("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    #[case::content_edit_warned("warn", "alice", true, &[("spec.files[1].content", "Forbidden: changed", Action::Warn)], true)]
+    #[case::content_edit_allowed("allow", "alice", true, &[], false)]
+    #[case::exempt_user_keeps_what_was_found("reject", "admin", true, &[("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    #[case::strip_and_edit("reject", "strip", false, &[("metadata.ownerReferences", "Forbidden: removes the controller reference to MachinePool default/worker-a", Action::Reject), ("spec.files[1].content", "Forbidden: changed", Action::Reject)], true)]
+    fn verdict_carries_violations_and_suggested_name(
+        #[case] mode: &str,
+        #[case] user: &str,
+        #[case] allowed: bool,
+        #[case] expected: &[(&str, &str, Action)],
+        #[case] suggests: bool,
+    ) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = config("KubeadmConfig", "v1beta2", files("y"), true);
+        if user == "strip" {
+            new = strip_owner(new);
+        }
+        let verdict = run(
+            json!({"inPlaceEdits": mode, "exemptUsers": ["admin"]}),
+            &update(&old, &new, user),
+        );
+        assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+        let expected: Vec<ReportedViolation> = expected
+            .iter()
+            .map(|(field, detail, action)| reported(field, detail, *action))
+            .collect();
+        assert_eq!(verdict.violations, expected);
+        let name = proposed(&new);
+        assert_eq!(verdict.suggested_name, suggests.then(|| name.clone()));
+        if let (false, Some(message)) = (allowed, &verdict.message) {
+            assert!(
+                message.contains(&format!("create a new KubeadmConfig \"{name}\"")),
+                "{message}"
+            );
+        }
+        // The AdmissionResponse has no place for them: they are in its message only.
+        let response = serde_json::to_value(verdict.into_response()).unwrap();
+        assert!(response.get("violations").is_none() && response.get("suggested_name").is_none());
+    }
+
+    #[test]
+    fn allowed_without_findings_carries_no_violations() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"] =
+            json!("ghijkl.0123456789abcdef");
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        assert!(verdict.allowed);
+        assert!(verdict.violations.is_empty());
+        assert_eq!(verdict.suggested_name, None);
+    }
+
+    #[rstest]
+    fn every_default_kind_and_version(
+        #[values(
+            "KubeadmConfig",
+            "EKSConfig",
+            "NodeadmConfig",
+            "RKE2Config",
+            "K0sWorkerConfig",
+            "KThreesConfig",
+            "MicroK8sConfig",
+            "TalosConfig"
+        )]
+        kind: &str,
+        #[values("v1beta1", "v1beta2")] version: &str,
+    ) {
+        let old = config(
+            kind,
+            version,
+            json!({"files": [{"path": "/a", "content": "x"}]}),
+            true,
+        );
+        let new = config(
+            kind,
+            version,
+            json!({"files": [{"path": "/a", "content": "y"}]}),
+            true,
+        );
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        assert!(!verdict.allowed);
+        let message = verdict.message.unwrap();
+        assert!(message.starts_with(&format!("{kind}.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: [spec.files[0].content: Forbidden: changed]")), "{message}");
+        // Not in use: allowed.
+        let old = config(kind, version, json!({"files": []}), false);
+        assert!(run(json!({}), &update(&old, &new, "alice")).allowed);
+    }
+
+    #[rstest]
+    #[case::token_rotation_v1beta2("v1beta2", KUBEADM_BOOTSTRAP)]
+    #[case::token_rotation_v1beta1("v1beta1", KUBEADM_BOOTSTRAP)]
+    #[case::token_by_anyone("v1beta2", "alice")]
+    fn token_rotation_is_allowed(#[case] version: &str, #[case] user: &str) {
+        let old = config("KubeadmConfig", version, files("x"), true);
+        let mut new = old.clone();
+        new["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"]["token"] =
+            json!("ghijkl.0123456789abcdef");
+        new["metadata"]["generation"] = json!(4);
+        assert_eq!(run(json!({}), &update(&old, &new, user)), Verdict::accept());
+    }
+
+    #[rstest]
+    #[case::reject("reject", false, 0)]
+    #[case::warn("warn", true, 1)]
+    #[case::allow("allow", true, 0)]
+    fn in_place_edits_setting(#[case] mode: &str, #[case] allowed: bool, #[case] warnings: usize) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let new = config("KubeadmConfig", "v1beta2", files("y"), true);
+        let verdict = run(json!({"inPlaceEdits": mode}), &update(&old, &new, "alice"));
+        assert_eq!(
+            (verdict.allowed, verdict.warnings.len()),
+            (allowed, warnings)
+        );
+        if warnings == 1 {
+            assert_eq!(
+                verdict.warnings[0],
+                "spec.files[1].content edited in place: not rolled out to MachinePool default/worker-a; rotate configRef"
+            );
+        }
+    }
+
+    #[test]
+    fn metadata_only_changes_are_allowed() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["metadata"]["labels"]["team"] = json!("payments");
+        new["metadata"]["annotations"] = json!({"note": "x"});
+        assert_eq!(
+            run(json!({}), &update(&old, &new, "alice")),
+            Verdict::accept()
+        );
+    }
+
+    #[rstest]
+    #[case::user_strips("alice", false, &["metadata.ownerReferences: Forbidden: removes the controller reference to MachinePool default/worker-a"])]
+    #[case::user_demotes_to_non_controller("alice-demote", false, &["metadata.ownerReferences: Forbidden: removes the controller reference to MachinePool default/worker-a"])]
+    #[case::garbage_collector("system:serviceaccount:kube-system:generic-garbage-collector", true, &[])]
+    #[case::capi_manager(CAPI_MANAGER, true, &[])]
+    fn ownership_laundering(#[case] user: &str, #[case] allowed: bool, #[case] fragments: &[&str]) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let new = if user == "alice-demote" {
+            let mut new = old.clone();
+            new["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+            new
+        } else {
+            strip_owner(old.clone())
+        };
+        let verdict = run(json!({}), &update(&old, &new, user));
+        assert_eq!(verdict.allowed, allowed);
+        for fragment in fragments {
+            assert!(verdict.message.as_deref().unwrap().contains(fragment));
+        }
+    }
+
+    #[test]
+    fn strip_and_edit_at_once_is_judged_on_the_old_object() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let new = strip_owner(config("KubeadmConfig", "v1beta2", files("y"), true));
+        let message = run(json!({}), &update(&old, &new, "alice"))
+            .message
+            .unwrap();
+        assert!(message.contains(
+            "is invalid: [metadata.ownerReferences: Forbidden: removes the controller reference to \
+             MachinePool default/worker-a, spec.files[1].content: Forbidden: changed]"
+        ), "{message}");
+    }
+
+    #[test]
+    fn ownerref_moved_to_another_pool_is_a_removal() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["metadata"]["ownerReferences"][0]["uid"] = json!("another-uid");
+        new["metadata"]["ownerReferences"][0]["name"] = json!("worker-b");
+        assert!(!run(json!({}), &update(&old, &new, "alice")).allowed);
+    }
+
+    #[test]
+    fn spec_smuggled_into_a_status_update_is_judged() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = config("KubeadmConfig", "v1beta2", files("y"), true);
+        new["status"] = json!({"initialization": {"dataSecretCreated": true}, "dataSecretName": "worker-a-0123abcd"});
+        let mut req = update(&old, &new, "alice");
+        req["subResource"] = json!("status");
+        let verdict = run(json!({}), &req);
+        assert!(!verdict.allowed);
+        assert!(verdict.warnings.is_empty());
+    }
+
+    #[rstest]
+    #[case::v1beta2_created("v1beta2", json!({"initialization": {"dataSecretCreated": true}}), "status.dataSecretName missing while status.initialization.dataSecretCreated is true (bootstrap contract)")]
+    #[case::v1beta1_ready("v1beta1", json!({"ready": true}), "status.dataSecretName missing while status.ready is true (bootstrap contract)")]
+    fn status_contract(#[case] version: &str, #[case] status: Value, #[case] warning: &str) {
+        let old = config("KubeadmConfig", version, files("x"), true);
+        let mut new = old.clone();
+        new["status"] = status;
+        // A provider this policy does not know the controller of: flagged to it.
+        let mut req = update(&old, &new, ACME_BOOTSTRAP);
+        req["subResource"] = json!("status");
+        let verdict = run(json!({}), &req);
+        assert!(verdict.allowed);
+        assert_eq!(verdict.warnings, [warning]);
+        let verdict = run(json!({"contractViolations": "reject"}), &req);
+        assert!(verdict
+            .message
+            .unwrap()
+            .contains("[status.dataSecretName: Required: "));
+        // CABPK itself (a controllerUsers identity): never refused, the finding audited.
+        req["userInfo"]["username"] = json!(KUBEADM_BOOTSTRAP);
+        let verdict = run(json!({"contractViolations": "reject"}), &req);
+        assert!(
+            verdict.allowed && verdict.warnings.is_empty(),
+            "{verdict:?}"
+        );
+        assert!(verdict.audit_annotations[CONTROLLER_WRITE_ANNOTATION]
+            .contains("would have rejected: [status.dataSecretName: Required: "));
+        // Unchanged status on a main-resource update is not flagged again.
+        let mut later = new.clone();
+        later["metadata"]["labels"]["x"] = json!("y");
+        assert!(
+            run(
+                json!({"contractViolations": "reject"}),
+                &update(&new, &later, "alice")
+            )
+            .allowed
+        );
+    }
+
+    #[rstest]
+    #[case::spec_a_string(json!("not an object"), "[spec: Forbidden: changed]")]
+    #[case::spec_a_list(json!([1, 2]), "[spec: Forbidden: changed]")]
+    #[case::spec_null(json!(null), "[spec.files: Forbidden: removed, spec.joinConfiguration")]
+    fn odd_specs_get_a_clear_answer(#[case] spec: Value, #[case] fragment: &str) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut new = old.clone();
+        new["spec"] = spec;
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        assert!(
+            verdict.message.as_deref().unwrap().contains(fragment),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn deep_and_huge_objects_do_not_crash() {
+        // Nesting beyond serde_json's limit of 128 is refused while parsing.
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let payload = format!(
+            r#"{{"request": {{"kind": {{"group": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}}, "operation": "CREATE", "object": {{"spec": {deep}}}}}}}"#
+        );
+        let verdict = validate_payload(payload.as_bytes());
+        assert_eq!(verdict.code, Some(400));
+        assert!(verdict
+            .message
+            .unwrap()
+            .contains("recursion limit exceeded"));
+        // 120 levels (just inside the limit) and 2 MB of files are judged normally.
+        let mut nested = json!("leaf");
+        for _ in 0..120 {
+            nested = json!({"n": nested});
+        }
+        let big: Vec<Value> = (0..200)
+            .map(|i| json!({"path": format!("/f{i}"), "content": "x".repeat(10_000)}))
+            .collect();
+        let old = config(
+            "KubeadmConfig",
+            "v1beta2",
+            json!({"files": big, "x": nested}),
+            true,
+        );
+        let mut new = old.clone();
+        new["spec"]["files"][199]["content"] = json!("y");
+        let verdict = run(json!({}), &update(&old, &new, "alice"));
+        assert!(verdict
+            .message
+            .unwrap()
+            .contains("[spec.files[199].content: Forbidden: changed]"));
+    }
+
+    #[rstest]
+    #[case::delete_of_a_config_in_use("DELETE")]
+    #[case::connect("CONNECT")]
+    fn delete_and_connect_are_accepted_without_lookups(#[case] operation: &str) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        assert_eq!(
+            run(json!({}), &request(operation, None, Some(&old), "alice")),
+            Verdict::accept()
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! A bootstrap template (KubeadmConfigTemplate and the other providers' ...Template kinds of
+//! `bootstrapConfigKinds`): what its UPDATE and DELETE are judged by (rule 8,
+//! [`crate::rules::template_edit`]). A CREATE is accepted. An UPDATE that changes
+//! `spec.template.spec` (what the provider's defaulter writes aside) is, in this order: a
+//! topology-managed copy's edit; a ClusterClass template's edit (a warning); with lookups, the
+//! edit of a template nothing references (a warning); otherwise an in-place edit. A DELETE is
+//! judged with lookups only.
+
+use crate::capi::kinds::{MACHINE_DEPLOYMENT, MACHINE_SET, TEMPLATE_SUFFIX};
+use crate::capi::owners::cluster_classes;
+use crate::capi::provider_writes::{as_defaulted, default_template_field_rules};
+use crate::diff::changes_at;
+use crate::fingerprint::{fingerprint, suggested_name};
+use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
+use crate::reader::json::Node;
+use crate::reader::object::Object;
+use crate::reader::request::{Operation, Request};
+use crate::rules::controller_writes::is_topology_owned;
+use crate::rules::in_place_edit::change_violations;
+use crate::rules::template_edit::{
+    class_template_edited, referenced_template_deleted, template_edited, topology_copy_edited,
+    unreferenced_template_edited, UNKNOWN_USERS,
+};
+use crate::settings::{Action, Settings};
+use crate::verdict::{Finding, Subject};
+
+const TEMPLATE_SPEC: [&str; 3] = ["spec", "template", "spec"];
+
+/// `spec.template.spec` of a template.
+fn template_spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
+    object
+        .and_then(|o| o.spec.as_ref())
+        .and_then(|spec| spec.at(&TEMPLATE_SPEC[1..]))
+}
+
+/// The MachineDeployments and MachineSets whose configRef names the template, as
+/// `MachineDeployment ns/name`; `Err` when a lookup failed.
+fn users(
+    settings: &Settings,
+    lookups: &dyn Lookups,
+    subject: &Subject,
+    live_only: bool,
+) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for kind in [MACHINE_DEPLOYMENT, MACHINE_SET] {
+        let answer = consumers(lookups, &settings.capi_version, kind, &subject.namespace)?;
+        let items = consumers_in(&answer, kind)?;
+        names.extend(
+            referencing(
+                &items,
+                &subject.group_kind,
+                &subject.namespace,
+                &subject.name,
+            )
+            .into_iter()
+            .filter(|(_, item)| !live_only || !is_being_deleted(item))
+            .map(|(owner, _)| format!("{kind} {}/{}", subject.namespace, owner.name)),
+        );
+    }
+    Ok(names)
+}
+
+/// The findings on a request for a bootstrap template; `lookups` only in the context-aware
+/// mode.
+pub fn judge(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    if settings.template_edits == Action::Allow {
+        return Vec::new();
+    }
+    match request.operation {
+        Operation::Update => update(settings, request, subject, lookups),
+        Operation::Delete => match lookups.map(|l| users(settings, l, subject, true)) {
+            Some(Ok(users)) if !users.is_empty() => {
+                vec![referenced_template_deleted(settings, subject, &users)]
+            }
+            Some(Err(e)) => vec![Finding::lookup_failed("MachineDeployment/MachineSet", &e)],
+            _ => Vec::new(),
+        },
+        Operation::Create | Operation::Connect => Vec::new(),
+    }
+}
+
+fn update(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    let (old, new) = (
+        template_spec(request.old_object),
+        template_spec(request.object),
+    );
+    // What the provider's template defaulter writes (RKE2's format) is no edit.
+    let kind = &subject.group_kind.kind;
+    let rules = default_template_field_rules(kind);
+    let config_kind = kind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(kind);
+    let (old_defaulted, new_defaulted) = as_defaulted(config_kind, old, new);
+    let changes = changes_at(
+        &TEMPLATE_SPEC,
+        old_defaulted.as_deref(),
+        new_defaulted.as_deref(),
+        &rules,
+    );
+    if changes.is_empty() {
+        return Vec::new();
+    }
+    let violations = change_violations(&changes);
+    if is_topology_owned(request.old_object) {
+        // The topology controller itself is allowed by the engine (controllerUsers), with
+        // these paths in the audit log.
+        return vec![topology_copy_edited(settings, kind, violations)];
+    }
+    let classes = cluster_classes(request.old_object);
+    if !classes.is_empty() {
+        return vec![class_template_edited(&classes)];
+    }
+    let mut findings = Vec::new();
+    let users = match lookups.map(|l| users(settings, l, subject, false)) {
+        Some(Ok(users)) if users.is_empty() => {
+            return vec![unreferenced_template_edited(kind, &subject.name)];
+        }
+        Some(Ok(users)) => users.join(" and "),
+        Some(Err(e)) => {
+            findings.push(Finding::lookup_failed("MachineDeployment/MachineSet", &e));
+            UNKNOWN_USERS.to_string()
+        }
+        None => UNKNOWN_USERS.to_string(),
+    };
+    let name = suggested_name(&subject.name, &fingerprint(new, &rules));
+    findings.push(template_edited(settings, subject, violations, &users, name));
+    findings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capi::kinds::GroupKind;
+    use crate::reader::json::read_document;
+    use crate::reader::request::RequestDoc;
+    use rstest::rstest;
+    use serde_json::{json, Value};
+
+    fn template(content: &str, metadata: Value) -> Value {
+        let mut metadata = metadata;
+        metadata["name"] = json!("md-0-0123abcd");
+        json!({"metadata": metadata,
+               "spec": {"template": {"spec": {"files": [{"path": "/etc/a", "content": content}]}}}})
+    }
+
+    /// What [`judge`] finds on a request for a `kind` template, without lookups: a rejection as
+    /// its first violation, a warning as its text.
+    fn findings(
+        kind: &str,
+        operation: &str,
+        old: Value,
+        new: Value,
+        settings: Value,
+    ) -> Vec<String> {
+        let json = serde_json::to_vec(&json!({
+            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta2", "kind": kind},
+            "operation": operation, "namespace": "fleet", "name": "md-0-0123abcd",
+            "object": new, "oldObject": old,
+        }))
+        .unwrap();
+        let doc = read_document(&json, RequestDoc::read).unwrap();
+        let (group_kind, version) = doc.kind_of().unwrap();
+        let request = Request::parse(&doc, group_kind, &version).unwrap();
+        let subject = Subject {
+            group_kind: GroupKind::new("bootstrap.cluster.x-k8s.io", kind),
+            namespace: "fleet".into(),
+            name: "md-0-0123abcd".into(),
+        };
+        let settings = Settings::from_value(&settings).unwrap();
+        judge(&settings, &request, &subject, None)
+            .into_iter()
+            .map(|f| match (f.action, f.violations.first()) {
+                (Action::Reject, Some(v)) => format!("Reject {}: {}", v.field, v.detail),
+                (action, _) => format!("{action:?} {}", f.warning),
+            })
+            .collect()
+    }
+
+    const KC: &str = "KubeadmConfigTemplate";
+
+    #[rstest]
+    #[case::an_edit("UPDATE", template("a", json!({})), template("b", json!({})), json!({}), &["Reject spec.template.spec.files[0].content: Forbidden: changed"])]
+    #[case::warned("UPDATE", template("a", json!({})), template("b", json!({})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content edited in place: not rolled out to existing Machines; copy and rotate configRef"])]
+    #[case::allowed("UPDATE", template("a", json!({})), template("b", json!({})), json!({"templateEdits": "allow"}), &[])]
+    #[case::metadata_only("UPDATE", template("a", json!({})), template("a", json!({"labels": {"x": "y"}})), json!({}), &[])]
+    #[case::topology_copy("UPDATE", template("a", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), template("b", json!({})), json!({}), &["Reject spec.template.spec.files[0].content: Forbidden: changed"])]
+    #[case::topology_copy_warned("UPDATE", template("a", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), template("b", json!({})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content of a topology-managed KubeadmConfigTemplate edited: the topology controller owns it"])]
+    #[case::label_added_in_the_same_request("UPDATE", template("a", json!({})), template("b", json!({"labels": {"topology.cluster.x-k8s.io/owned": ""}})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content edited in place: not rolled out to existing Machines; copy and rotate configRef"])]
+    #[case::class_template("UPDATE", template("a", json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "quick-start"}]})), template("b", json!({})), json!({}), &["Warn ClusterClass quick-start uses this template: every Cluster of it rolls its Machines at the next reconcile"])]
+    #[case::create("CREATE", json!(null), template("a", json!({})), json!({}), &[])]
+    #[case::delete_without_lookups("DELETE", template("a", json!({})), json!(null), json!({}), &[])]
+    fn the_decision_tree(
+        #[case] operation: &str,
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] settings: Value,
+        #[case] expected: &[&str],
+    ) {
+        assert_eq!(findings(KC, operation, old, new, settings), expected);
+    }
+
+    #[test]
+    fn rke2_s_defaulted_format_is_no_edit() {
+        let old = json!({"metadata": {}, "spec": {"template": {"spec": {"agentConfig": {}}}}});
+        let new = json!({"metadata": {}, "spec": {"template": {"spec": {"agentConfig": {"format": "cloud-config"}}}}});
+        assert_eq!(
+            findings(
+                "RKE2ConfigTemplate",
+                "UPDATE",
+                old.clone(),
+                new.clone(),
+                json!({})
+            ),
+            Vec::<String>::new()
+        );
+        // The same write on a KubeadmConfigTemplate is an edit.
+        assert_eq!(
+            findings(KC, "UPDATE", old, new, json!({})),
+            ["Reject spec.template.spec.agentConfig.format: Forbidden: added"]
+        );
+    }
+}
