@@ -9,17 +9,15 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-# policy-host's cargo features (e2e-tests/Cargo.toml): `registry` (push, pull), `bench` and
-# `serve` (policy-server's HTTP API, the kube client). `run` and `annotate` need none of them,
-# so `make demo` builds the host without them (and unoptimised, DEMO_HOST below); test, push
-# and bench build it with all three. Another feature set is another wasmtime build (shared
-# crates get other features), so `make test` builds the host once, with all, for everything.
-HOST_FEATURES ?= --features policy-host/registry,policy-host/bench,policy-host/serve
+# policy-host's cargo features (e2e-tests/Cargo.toml): `bench` (kwctl's bench) and `serve`
+# (policy-server's HTTP API, the kube client). `run` and `annotate` need neither, so `make demo`
+# builds the host without them (and unoptimised, DEMO_HOST below); test and bench build it with
+# both. Another feature set is another wasmtime build (shared crates get other features), so
+# `make test` builds the host once, with both, for everything.
+HOST_FEATURES ?= --features policy-host/bench,policy-host/serve
 # kwctl, when it is on PATH or KWCTL names it: the demo then evaluates and annotates with it
 # and builds no host at all. `make demo KWCTL=` ignores an installed one.
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)
-# What annotates and scaffolds: kwctl when there is one, policy-host otherwise (same output).
-KUBEWARDEN_CLI = $(or $(strip $(KWCTL)),$(HOST))
 
 .PHONY: all demo test cluster-test wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test FORCE
@@ -104,7 +102,7 @@ else
 annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
 	$(HOST) $(ANNOTATE)
 
-# Without kwctl: the host as `run` and `annotate` need it (no registry client, no benchmarks),
+# Without kwctl: the host as `run` and `annotate` need it (without `bench` and `serve`),
 # unoptimised (cargo profile `demo`): half the build time, the same verdicts.
 demo: system-packages-demo policy.wasm $(DEMO_HOST)
 	$(DEMO_HOST) $(ANNOTATE)
@@ -191,17 +189,25 @@ playground-test: playground-build playground/tests/node_modules/.package-lock.js
 	$(CARGO) test --locked -p capi-rollout-playground
 	cd playground/tests && node --test browser.test.mjs
 
-# `make push REGISTRY=host[:port]/path`: publishes annotated-policy.wasm as kwctl push does, to
-# registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>, and prints the
-# immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
-# lets a plain-HTTP registry on loopback in). Credentials: Docker's config.json.
+# `make push REGISTRY=host[:port]/path`: `kwctl push` of annotated-policy.wasm to
+# registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>; kwctl prints
+# the immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
+# for a plain-HTTP registry). Credentials: Docker's config.json, as kwctl reads it.
 POLICY_NAME := capi-bootstrap-rollout-policy
 POLICY_VERSION = $(shell sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+# Publishing is kwctl's: push, artifacthub-pkg.yml and release stop before anything is built
+# when there is none.
+KWCTL_GOALS := $(filter push artifacthub-pkg.yml release,$(MAKECMDGOALS))
+ifneq ($(KWCTL_GOALS),)
+ifeq ($(strip $(KWCTL)),)
+$(error make $(firstword $(KWCTL_GOALS)) needs kwctl: install it from https://github.com/kubewarden/kwctl/releases and put it on PATH, or name it with KWCTL=/path/to/kwctl)
+endif
+endif
 .PHONY: push
-push: annotated-policy.wasm $(HOST)
+push: annotated-policy.wasm
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/path [SOURCES=sources.yaml]" >&2; exit 2; }
 	@test -n "$(POLICY_VERSION)" || { echo "no package version in Cargo.toml" >&2; exit 2; }
-	$(HOST) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
+	$(KWCTL) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
 # Benchmarks, not part of `make test` (a few minutes; no timing is ever asserted): the rule
@@ -229,23 +235,22 @@ fmt: fmt-check
 lint: clippy
 e2e-tests: e2e
 
-# artifacthub-pkg.yml, written as `kwctl scaffold artifacthub` writes it from metadata.yml and
-# questions-ui.yml (kwctl when present, policy-host's copy of the command otherwise; the two
-# differ only in createdAt). kwctl takes the version from metadata.yml's
-# io.kubewarden.policy.version and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z`
-# hands it a copy of metadata.yml with that version; the file is remade whenever its version is
-# not VERSION. The default is the version in Cargo.toml. Bump every version with `make release`.
+# artifacthub-pkg.yml, written by `kwctl scaffold artifacthub` from metadata.yml and
+# questions-ui.yml. kwctl takes the version from metadata.yml's io.kubewarden.policy.version
+# and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z` hands it a copy of
+# metadata.yml with that version; the file is remade whenever its version is not VERSION. The
+# default is the version in Cargo.toml. Bump every version with `make release`.
 VERSION ?= $(POLICY_VERSION)
 ARTIFACTHUB_METADATA := target/artifacthub/metadata.yml
 ARTIFACTHUB_VERSION = $(shell sed -n 's/^version: //p' artifacthub-pkg.yml 2>/dev/null)
 artifacthub-pkg.yml: metadata.yml questions-ui.yml \
-		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE) | $(if $(KWCTL),,$(HOST))
+		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE)
 	@test -n "$(VERSION)" || { echo "no VERSION and no package version in Cargo.toml" >&2; exit 2; }
 	@mkdir -p $(dir $(ARTIFACTHUB_METADATA))
 	sed 's/^\(  io\.kubewarden\.policy\.version:\).*/\1 $(VERSION)/' metadata.yml > $(ARTIFACTHUB_METADATA)
 	@grep -qx '  io.kubewarden.policy.version: $(VERSION)' $(ARTIFACTHUB_METADATA) || \
 		{ echo "metadata.yml: no io.kubewarden.policy.version annotation to set" >&2; exit 2; }
-	$(KUBEWARDEN_CLI) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
+	$(KWCTL) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
 		--questions-path questions-ui.yml --output $@
 
 # ---------------------------------------------------------------------------------------------
