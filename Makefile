@@ -9,7 +9,7 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-# policy-host's cargo features (e2e-tests/Cargo.toml): `bench` (kwctl's bench) and `serve`
+# policy-host's cargo features (policy-host/Cargo.toml): `bench` (kwctl's bench) and `serve`
 # (policy-server's HTTP API, the kube client). `run` and `annotate` need neither, so `make demo`
 # builds the host without them (and unoptimised, DEMO_HOST below); test and bench build it with
 # both. Another feature set is another wasmtime build (shared crates get other features), so
@@ -68,9 +68,10 @@ target/panic-probe.wasm: $(RUST_SOURCES) | wasm-target wasm-opt
 
 # Always handed to cargo, which knows whether the binary is current for these features (a
 # no-op takes a second); make re-reads its time, so what depends on it is remade only when
-# cargo relinked it.
+# cargo relinked it. With the benchmarks: the crates the tests build too, so the same features
+# and one wasmtime build for both.
 $(HOST): FORCE
-	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES)
+	$(CARGO) build --locked --release -p policy-host -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES)
 host: $(HOST)
 
 # The same for `make demo` without kwctl, with the demo's table runner (bin scenarios).
@@ -123,7 +124,8 @@ unit: annotated-policy.wasm
 
 e2e: annotated-policy.wasm target/panic-probe.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm PANIC_PROBE_POLICY=$(CURDIR)/target/panic-probe.wasm \
-	$(CARGO) test --locked --release -p policy-host -p scenario-model $(HOST_PROFILE) $(HOST_FEATURES)
+	$(CARGO) test --locked --release -p policy-host -p e2e-tests -p policy-bench -p scenario-model \
+		$(HOST_PROFILE) $(HOST_FEATURES)
 
 # capi-rollout-check (preflight/) on its manifest fixtures; a debug build is enough.
 preflight:
@@ -218,7 +220,7 @@ push: annotated-policy.wasm
 # BASELINE=other.wasm: another annotated module measured in the same run (the before of a change).
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
-	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
+	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
 		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use policy_host::bench::suite::{
+use policy_bench::suite::{
     profile as profile_loop, render, run_suite, splice, targets, ProfileTarget, SuiteOptions,
 };
 

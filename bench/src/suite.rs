@@ -18,14 +18,14 @@ use capi_bootstrap_rollout_policy::engine::validate_payload_with;
 use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
 use capi_bootstrap_rollout_policy::lookups::NoLookups;
 
-use super::inputs::{self, Apply, Input};
-use super::probe::{MemoryProbe, MemoryUse};
-use super::stats::{fmt_bytes, fmt_ns, linear_fit, LinearFit, Samples};
-use crate::admission::{from_validation_response, ValidateRequest, ValidationResponse};
-use crate::annotate::{annotate, AnnotateOptions};
-use crate::callbacks::HostContext;
-use crate::engine::{EngineOptions, HostCallback, Policy};
-use crate::run;
+use crate::inputs::{self, Apply, Input};
+use crate::probe::{MemoryProbe, MemoryUse};
+use crate::stats::{fmt_bytes, fmt_ns, linear_fit, LinearFit, Samples};
+use policy_host::admission::{from_validation_response, ValidateRequest, ValidationResponse};
+use policy_host::annotate::{annotate, AnnotateOptions};
+use policy_host::callbacks::HostContext;
+use policy_host::engine::{EngineOptions, HostCallback, Policy};
+use policy_host::run;
 use scenario_model::runner::{run_all, Evaluator, ScenarioResult};
 
 pub const BEGIN_MARKER: &str = "<!-- make bench: generated from here -->";
@@ -1140,7 +1140,7 @@ pub enum ProfileTarget {
     /// The module in the host: fresh instance + call, as policy-server.
     Wasm,
     /// The module on the memory probe's engine with wasmtime's perf map on, so callgrind's
-    /// JIT addresses can be named (`e2e-tests/bench/name-jit-frames.py`).
+    /// JIT addresses can be named (`bench/name-jit-frames.py`).
     PerfMap,
 }
 

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use policy_host::annotate::{annotate, AnnotateOptions};
 #[cfg(feature = "bench")]
-use policy_host::bench::command::{bench, BenchArgs};
+use policy_host::bench::{bench, BenchArgs};
 use policy_host::engine::EngineOptions;
 use policy_host::run::{inspect, run, RunOptions, RunReport};
 #[cfg(feature = "serve")]
