@@ -27,11 +27,9 @@ all: annotated-policy.wasm
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-# binaryen's wasm-opt (Debian package binaryen) is part of the build: -O3 over cargo's output
-# takes 12 % off the module and 4-8 % off the guest's instructions (BENCHMARKS.md). Installed
-# here when missing (.ci/system-packages), as rustup's target above. Debian's binaryen 108
-# cannot read the target_features section the release profile strips, hence the explicit
-# features, which are the ones rustc enables for wasm32-wasip1.
+# binaryen's wasm-opt is part of the build (a smaller, faster module: BENCHMARKS.md), installed
+# when missing (.ci/system-packages). Debian's binaryen 108 cannot read the target_features
+# section the release profile strips, hence rustc's wasm32-wasip1 features, named.
 WASM_OPT ?= wasm-opt
 WASM_OPT_FLAGS := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
 	--enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types -O3
@@ -82,9 +80,8 @@ $(DEMO_HOST): FORCE
 # What annotates the module: kwctl or policy-host, the same arguments, the same output.
 ANNOTATE := annotate -m metadata.yml -u README.md -o annotated-policy.wasm policy.wasm
 
-# Before anything is built: the Debian packages each command needs (.ci/system-packages holds
-# the list), installed when running as root with apt-get, otherwise named with the command to
-# run. Listed first, so a serial make does this in its first seconds.
+# Before anything is built: the Debian packages each command needs (.ci/system-packages).
+# Listed first, so a serial make does this in its first seconds.
 .PHONY: system-packages-demo system-packages-test
 system-packages-demo:
 	@.ci/system-packages demo
@@ -133,11 +130,8 @@ preflight:
 
 test: system-packages-test fmt-check clippy unit e2e preflight playground-test cluster-test
 
-# The policy in front of a real control plane (cluster-test/README.md): etcd, kube-apiserver,
-# kubectl and CAPI's managers built from the Go modules cluster-test/go.mod pins (into
-# target/cluster-bin/, reused while go.sum is unchanged), the requests CAPI and kubectl really
-# send. `make cluster-test POLICY_SERVER=/path/to/policy-server` runs it against Kubewarden's
-# policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/.
+# The policy in front of a real control plane (cluster-test/README.md), behind `policy-host
+# serve`, or Kubewarden's policy-server with POLICY_SERVER=/path/to/policy-server.
 cluster-test: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
 
@@ -150,7 +144,7 @@ PLAYGROUND_WWW := playground/www
 PLAYGROUND_WASM := $(PLAYGROUND_WWW)/pkg/capi_rollout_playground_bg.wasm
 PLAYGROUND_SOURCES := playground/Cargo.toml $(shell find playground/src -name '*.rs')
 # The CLI must be the very version of the wasm-bindgen crate in Cargo.lock; it is installed
-# into target/tools (a few minutes from source, once).
+# into target/tools once.
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"/\1/p;}' Cargo.lock)
 TOOLS := $(CURDIR)/target/tools
 WASM_BINDGEN := $(TOOLS)/bin/wasm-bindgen
@@ -168,7 +162,7 @@ $(WASM_BINDGEN): Cargo.lock
 	fi
 	@touch $@
 
-# Not passed through wasm-opt: measured, -Oz saves 9% raw but adds 2% gzipped (BENCHMARKS.md).
+# Not passed through wasm-opt: that makes it bigger gzipped (docs/development.md).
 $(PLAYGROUND_WASM): $(RUST_SOURCES) $(PLAYGROUND_SOURCES) $(WASM_BINDGEN) | playground-target
 	$(CARGO) build --locked --profile playground --target $(PLAYGROUND_TARGET) -p capi-rollout-playground --lib
 	$(WASM_BINDGEN) --target web --no-typescript --remove-name-section --remove-producers-section \
@@ -212,12 +206,9 @@ push: annotated-policy.wasm
 	$(KWCTL) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
-# Benchmarks, not part of `make test` (a few minutes; no timing is ever asserted): the rule
-# engine natively and the annotated module in policy-host with a fresh instance per evaluation
-# (as policy-server), a size sweep, the module's size with and without binaryen's wasm-opt, the
-# guest's memory. Rewrites the generated part of BENCHMARKS.md. For your own requests:
-# `policy-host bench -r REQUEST.json annotated-policy.wasm`, kwctl's bench.
-# BASELINE=other.wasm: another annotated module measured in the same run (the before of a change).
+# Benchmarks (bench/README.md), not part of `make test`: rewrites the generated part of
+# BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
+# before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
 	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
@@ -256,11 +247,10 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml \
 		--questions-path questions-ui.yml --output $@
 
 # ---------------------------------------------------------------------------------------------
-# The GitHub workflows and the preflight action, linted like code: actionlint over the workflows
-# (with shellcheck over every `run:` script, and the inputs they pass to action.yml), shellcheck
-# over the action's scripts, zizmor's security audits over .github/ and action.yml. The three
-# come from PyPI, at the versions and hashes in .ci/requirements-lint.txt, into a virtualenv
-# under target/tools. zizmor runs --offline: the audits that ask GitHub's API are for GitHub.
+# The GitHub workflows and the preflight action, linted like code: actionlint (with shellcheck
+# over every `run:` script), shellcheck over the action's scripts, zizmor over .github/ and
+# action.yml, from PyPI at the hashes in .ci/requirements-lint.txt. zizmor runs --offline: the
+# audits that ask GitHub's API are for GitHub.
 LINT_VENV := $(TOOLS)/lint
 ACTION_SCRIPTS := $(wildcard preflight/action/*.sh)
 .PHONY: lint-actions

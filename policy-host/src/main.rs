@@ -151,6 +151,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// What the guest logged and what the host warned about, on stderr as kwctl prints them.
+fn print_report(report: &RunReport) {
+    for message in &report.guest_logs {
+        eprintln!(" INFO policy console_log: {message}");
+    }
+    for warning in &report.warnings {
+        eprintln!(" WARN policy-host: {warning}");
+    }
+}
+
 fn execute(command: Command) -> Result<()> {
     match command {
         Command::Run(args) => {
@@ -166,12 +176,7 @@ fn execute(command: Command) -> Result<()> {
             };
             let mut report = RunReport::default();
             let result = run(&options, &mut report);
-            for message in &report.guest_logs {
-                eprintln!(" INFO policy console_log: {message}");
-            }
-            for warning in &report.warnings {
-                eprintln!(" WARN policy-host: {warning}");
-            }
+            print_report(&report);
             let response = result?;
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", response.to_line())?;
@@ -195,12 +200,7 @@ fn execute(command: Command) -> Result<()> {
         Command::Bench(args) => {
             let mut report = RunReport::default();
             let result = bench(&args, &mut report);
-            for message in &report.guest_logs {
-                eprintln!(" INFO policy console_log: {message}");
-            }
-            for warning in &report.warnings {
-                eprintln!(" WARN policy-host: {warning}");
-            }
+            print_report(&report);
             result
         }
         #[cfg(not(feature = "bench"))]
