@@ -9,17 +9,15 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-# policy-host's cargo features (e2e-tests/Cargo.toml): `registry` (push, pull), `bench` and
-# `serve` (policy-server's HTTP API, the kube client). `run` and `annotate` need none of them,
-# so `make demo` builds the host without them (and unoptimised, DEMO_HOST below); test, push
-# and bench build it with all three. Another feature set is another wasmtime build (shared
-# crates get other features), so `make test` builds the host once, with all, for everything.
-HOST_FEATURES ?= --features policy-host/registry,policy-host/bench,policy-host/serve
+# policy-host's cargo features (policy-host/Cargo.toml): `bench` (kwctl's bench) and `serve`
+# (policy-server's HTTP API, the kube client). `run` and `annotate` need neither, so `make demo`
+# builds the host without them (and unoptimised, DEMO_HOST below); test and bench build it with
+# both. Another feature set is another wasmtime build (shared crates get other features), so
+# `make test` builds the host once, with both, for everything.
+HOST_FEATURES ?= --features policy-host/bench,policy-host/serve
 # kwctl, when it is on PATH or KWCTL names it: the demo then evaluates and annotates with it
 # and builds no host at all. `make demo KWCTL=` ignores an installed one.
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)
-# What annotates and scaffolds: kwctl when there is one, policy-host otherwise (same output).
-KUBEWARDEN_CLI = $(or $(strip $(KWCTL)),$(HOST))
 
 .PHONY: all demo test cluster-test cluster-soak wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
 	playground playground-build playground-target playground-test FORCE
@@ -29,11 +27,9 @@ all: annotated-policy.wasm
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-# binaryen's wasm-opt (Debian package binaryen) is part of the build: -O3 over cargo's output
-# takes 12 % off the module and 4-8 % off the guest's instructions (BENCHMARKS.md). Installed
-# here when missing (.ci/system-packages), as rustup's target above. Debian's binaryen 108
-# cannot read the target_features section the release profile strips, hence the explicit
-# features, which are the ones rustc enables for wasm32-wasip1.
+# binaryen's wasm-opt is part of the build (a smaller, faster module: BENCHMARKS.md), installed
+# when missing (.ci/system-packages). Debian's binaryen 108 cannot read the target_features
+# section the release profile strips, hence rustc's wasm32-wasip1 features, named.
 WASM_OPT ?= wasm-opt
 WASM_OPT_FLAGS := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
 	--enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types -O3
@@ -70,9 +66,10 @@ target/panic-probe.wasm: $(RUST_SOURCES) | wasm-target wasm-opt
 
 # Always handed to cargo, which knows whether the binary is current for these features (a
 # no-op takes a second); make re-reads its time, so what depends on it is remade only when
-# cargo relinked it.
+# cargo relinked it. With the benchmarks: the crates the tests build too, so the same features
+# and one wasmtime build for both.
 $(HOST): FORCE
-	$(CARGO) build --locked --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES)
+	$(CARGO) build --locked --release -p policy-host -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES)
 host: $(HOST)
 
 # The same for `make demo` without kwctl, with the demo's table runner (bin scenarios).
@@ -83,9 +80,8 @@ $(DEMO_HOST): FORCE
 # What annotates the module: kwctl or policy-host, the same arguments, the same output.
 ANNOTATE := annotate -m metadata.yml -u README.md -o annotated-policy.wasm policy.wasm
 
-# Before anything is built: the Debian packages each command needs (.ci/system-packages holds
-# the list), installed when running as root with apt-get, otherwise named with the command to
-# run. Listed first, so a serial make does this in its first seconds.
+# Before anything is built: the Debian packages each command needs (.ci/system-packages).
+# Listed first, so a serial make does this in its first seconds.
 .PHONY: system-packages-demo system-packages-test
 system-packages-demo:
 	@.ci/system-packages demo
@@ -104,7 +100,7 @@ else
 annotated-policy.wasm: policy.wasm metadata.yml README.md $(HOST)
 	$(HOST) $(ANNOTATE)
 
-# Without kwctl: the host as `run` and `annotate` need it (no registry client, no benchmarks),
+# Without kwctl: the host as `run` and `annotate` need it (without `bench` and `serve`),
 # unoptimised (cargo profile `demo`): half the build time, the same verdicts.
 demo: system-packages-demo policy.wasm $(DEMO_HOST)
 	$(DEMO_HOST) $(ANNOTATE)
@@ -125,7 +121,8 @@ unit: annotated-policy.wasm
 
 e2e: annotated-policy.wasm target/panic-probe.wasm
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm PANIC_PROBE_POLICY=$(CURDIR)/target/panic-probe.wasm \
-	$(CARGO) test --locked --release -p policy-host -p scenario-model $(HOST_PROFILE) $(HOST_FEATURES)
+	$(CARGO) test --locked --release -p policy-host -p e2e-tests -p policy-bench -p scenario-model \
+		$(HOST_PROFILE) $(HOST_FEATURES)
 
 # capi-rollout-check (preflight/) on its manifest fixtures; a debug build is enough.
 preflight:
@@ -133,12 +130,8 @@ preflight:
 
 test: system-packages-test fmt-check clippy unit e2e preflight playground-test cluster-test
 
-# The policy in front of a real control plane (cluster-test/README.md): etcd, kube-apiserver,
-# kubectl and CAPI's managers built from the Go modules cluster-test/go.mod pins (into
-# target/cluster-bin/, reused while go.sum is unchanged), the requests CAPI and kubectl really
-# send; once with CAPI v1.12, once with v1.14 (cluster-test/capi/v1.14/go.mod).
-# `make cluster-test POLICY_SERVER=/path/to/policy-server` runs it against Kubewarden's
-# policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/<version>/.
+# The policy in front of a real control plane (cluster-test/README.md), with CAPI v1.12 and
+# v1.14, behind `policy-host serve`, or Kubewarden's policy-server with POLICY_SERVER=/path/to/policy-server.
 cluster-test: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
 
@@ -158,7 +151,7 @@ PLAYGROUND_WWW := playground/www
 PLAYGROUND_WASM := $(PLAYGROUND_WWW)/pkg/capi_rollout_playground_bg.wasm
 PLAYGROUND_SOURCES := playground/Cargo.toml $(shell find playground/src -name '*.rs')
 # The CLI must be the very version of the wasm-bindgen crate in Cargo.lock; it is installed
-# into target/tools (a few minutes from source, once).
+# into target/tools once.
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"/\1/p;}' Cargo.lock)
 TOOLS := $(CURDIR)/target/tools
 WASM_BINDGEN := $(TOOLS)/bin/wasm-bindgen
@@ -176,7 +169,7 @@ $(WASM_BINDGEN): Cargo.lock
 	fi
 	@touch $@
 
-# Not passed through wasm-opt: measured, -Oz saves 9% raw but adds 2% gzipped (BENCHMARKS.md).
+# Not passed through wasm-opt: that makes it bigger gzipped (docs/development.md).
 $(PLAYGROUND_WASM): $(RUST_SOURCES) $(PLAYGROUND_SOURCES) $(WASM_BINDGEN) | playground-target
 	$(CARGO) build --locked --profile playground --target $(PLAYGROUND_TARGET) -p capi-rollout-playground --lib
 	$(WASM_BINDGEN) --target web --no-typescript --remove-name-section --remove-producers-section \
@@ -199,28 +192,33 @@ playground-test: playground-build playground/tests/node_modules/.package-lock.js
 	$(CARGO) test --locked -p capi-rollout-playground
 	cd playground/tests && node --test browser.test.mjs
 
-# `make push REGISTRY=host[:port]/path`: publishes annotated-policy.wasm as kwctl push does, to
-# registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>, and prints the
-# immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
-# lets a plain-HTTP registry on loopback in). Credentials: Docker's config.json.
+# `make push REGISTRY=host[:port]/path`: `kwctl push` of annotated-policy.wasm to
+# registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>; kwctl prints
+# the immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
+# for a plain-HTTP registry). Credentials: Docker's config.json, as kwctl reads it.
 POLICY_NAME := capi-bootstrap-rollout-policy
 POLICY_VERSION = $(shell sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+# Publishing is kwctl's: push, artifacthub-pkg.yml and release stop before anything is built
+# when there is none.
+KWCTL_GOALS := $(filter push artifacthub-pkg.yml release,$(MAKECMDGOALS))
+ifneq ($(KWCTL_GOALS),)
+ifeq ($(strip $(KWCTL)),)
+$(error make $(firstword $(KWCTL_GOALS)) needs kwctl: install it from https://github.com/kubewarden/kwctl/releases and put it on PATH, or name it with KWCTL=/path/to/kwctl)
+endif
+endif
 .PHONY: push
-push: annotated-policy.wasm $(HOST)
+push: annotated-policy.wasm
 	@test -n "$(REGISTRY)" || { echo "usage: make push REGISTRY=host[:port]/path [SOURCES=sources.yaml]" >&2; exit 2; }
 	@test -n "$(POLICY_VERSION)" || { echo "no package version in Cargo.toml" >&2; exit 2; }
-	$(HOST) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
+	$(KWCTL) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
-# Benchmarks, not part of `make test` (a few minutes; no timing is ever asserted): the rule
-# engine natively and the annotated module in policy-host with a fresh instance per evaluation
-# (as policy-server), a size sweep, the module's size with and without binaryen's wasm-opt, the
-# guest's memory. Rewrites the generated part of BENCHMARKS.md. For your own requests:
-# `policy-host bench -r REQUEST.json annotated-policy.wasm`, kwctl's bench.
-# BASELINE=other.wasm: another annotated module measured in the same run (the before of a change).
+# Benchmarks (bench/README.md), not part of `make test`: rewrites the generated part of
+# BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
+# before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
-	$(CARGO) run --locked --quiet --release -p policy-host $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
+	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
 		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))
 
@@ -237,31 +235,29 @@ fmt: fmt-check
 lint: clippy
 e2e-tests: e2e
 
-# artifacthub-pkg.yml, written as `kwctl scaffold artifacthub` writes it from metadata.yml and
-# questions-ui.yml (kwctl when present, policy-host's copy of the command otherwise; the two
-# differ only in createdAt). kwctl takes the version from metadata.yml's
-# io.kubewarden.policy.version and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z`
-# hands it a copy of metadata.yml with that version; the file is remade whenever its version is
-# not VERSION. The default is the version in Cargo.toml. Bump every version with `make release`.
+# artifacthub-pkg.yml, written by `kwctl scaffold artifacthub` from metadata.yml and
+# questions-ui.yml. kwctl takes the version from metadata.yml's io.kubewarden.policy.version
+# and ignores --version, so `make artifacthub-pkg.yml VERSION=x.y.z` hands it a copy of
+# metadata.yml with that version; the file is remade whenever its version is not VERSION. The
+# default is the version in Cargo.toml. Bump every version with `make release`.
 VERSION ?= $(POLICY_VERSION)
 ARTIFACTHUB_METADATA := target/artifacthub/metadata.yml
 ARTIFACTHUB_VERSION = $(shell sed -n 's/^version: //p' artifacthub-pkg.yml 2>/dev/null)
 artifacthub-pkg.yml: metadata.yml questions-ui.yml \
-		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE) | $(if $(KWCTL),,$(HOST))
+		$(if $(filter-out $(VERSION),$(ARTIFACTHUB_VERSION)),FORCE)
 	@test -n "$(VERSION)" || { echo "no VERSION and no package version in Cargo.toml" >&2; exit 2; }
 	@mkdir -p $(dir $(ARTIFACTHUB_METADATA))
 	sed 's/^\(  io\.kubewarden\.policy\.version:\).*/\1 $(VERSION)/' metadata.yml > $(ARTIFACTHUB_METADATA)
 	@grep -qx '  io.kubewarden.policy.version: $(VERSION)' $(ARTIFACTHUB_METADATA) || \
 		{ echo "metadata.yml: no io.kubewarden.policy.version annotation to set" >&2; exit 2; }
-	$(KUBEWARDEN_CLI) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
+	$(KWCTL) scaffold artifacthub --metadata-path $(ARTIFACTHUB_METADATA) \
 		--questions-path questions-ui.yml --output $@
 
 # ---------------------------------------------------------------------------------------------
-# The GitHub workflows and the preflight action, linted like code: actionlint over the workflows
-# (with shellcheck over every `run:` script, and the inputs they pass to action.yml), shellcheck
-# over the action's scripts, zizmor's security audits over .github/ and action.yml. The three
-# come from PyPI, at the versions and hashes in .ci/requirements-lint.txt, into a virtualenv
-# under target/tools. zizmor runs --offline: the audits that ask GitHub's API are for GitHub.
+# The GitHub workflows and the preflight action, linted like code: actionlint (with shellcheck
+# over every `run:` script), shellcheck over the action's scripts, zizmor over .github/ and
+# action.yml, from PyPI at the hashes in .ci/requirements-lint.txt. zizmor runs --offline: the
+# audits that ask GitHub's API are for GitHub.
 LINT_VENV := $(TOOLS)/lint
 ACTION_SCRIPTS := $(wildcard preflight/action/*.sh)
 .PHONY: lint-actions

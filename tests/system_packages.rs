@@ -77,14 +77,7 @@ fn the_test_list_holds_the_demo_list_and_the_cluster_tests_tools() {
     assert!(output.status.success());
     let list = String::from_utf8(output.stdout).unwrap();
     let packages: Vec<&str> = list.lines().collect();
-    for package in [
-        "binaryen",
-        "chromium",
-        "docker-registry",
-        "skopeo",
-        "iproute2",
-        "util-linux",
-    ] {
+    for package in ["binaryen", "chromium", "iproute2", "util-linux"] {
         assert!(
             packages.contains(&package),
             "{package} missing from {packages:?}"

@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use e2e_tests::annotated_policy;
 use policy_host::metadata::{
     read_custom_section, ANNOTATED_BY, KWCTL_ANNOTATION, METADATA_SECTION,
 };
-use policy_host::scenarios::annotated_policy;
 use serde_json::Value;
 
 fn workspace() -> &'static Path {
@@ -36,7 +36,7 @@ fn annotating_the_shipped_module_warns_about_no_host_capability() {
     let kwctl = std::env::var_os("KWCTL").filter(|k| !k.is_empty());
     let program = kwctl
         .clone()
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_policy-host").into());
+        .unwrap_or_else(|| e2e_tests::policy_host().into());
     let run = Command::new(&program)
         .current_dir(workspace())
         .args(["annotate", "-m", "metadata.yml", "-u", "README.md", "-o"])

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use capi_bootstrap_rollout_policy::engine::validate_payload_with;
 use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
 use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
+use e2e_tests::annotated_policy;
 use policy_host::admission::{from_validation_response, ValidateRequest, ValidationResponse};
 use policy_host::callbacks::{Cluster, HostContext, Session};
 use policy_host::engine::EngineOptions;
 use policy_host::metadata::Metadata;
 use policy_host::run::{run, RunOptions, RunReport};
-use policy_host::scenarios::annotated_policy;
 use scenario_model::{discover, Scenario};
 use serde_json::{json, Value};
 
@@ -68,7 +68,7 @@ fn native_line(request: &Value, settings: &Value, cluster: Arc<HostContext>) -> 
 #[test]
 fn wasm_and_native_give_the_same_line_for_every_scenario() {
     let module = module();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let root = e2e_tests::scenarios();
     let mut compared = 0;
     let mut mismatches = Vec::new();
     for dir in discover(&root).unwrap() {

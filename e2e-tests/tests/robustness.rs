@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use e2e_tests::annotated_policy;
 use policy_host::callbacks::HostContext;
 use policy_host::engine::{EngineOptions, Policy};
-use policy_host::scenarios::annotated_policy;
 use serde_json::{json, Value};
 
 fn module() -> PathBuf {
@@ -164,7 +164,7 @@ fn the_host_refuses_what_kwctl_refuses_with_a_clear_error() {
     for (name, request) in cases {
         let path = dir.join(format!("{name}.json"));
         std::fs::write(&path, request.to_string()).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_policy-host"))
+        let out = Command::new(e2e_tests::policy_host())
             .args(["run", "--request-path"])
             .arg(&path)
             .arg(module())

@@ -1,12 +1,12 @@
-//! Every scenario in e2e-tests/scenarios, run through `policy-host run` (the binary of this
-//! package) with the annotated policy module — or through kwctl, unchanged, when KWCTL is set.
+//! Every scenario in e2e-tests/scenarios, run through `policy-host run` (the host
+//! crate's binary) with the annotated policy module — or through kwctl, unchanged, when KWCTL is set.
 //!
 //! ANNOTATED_POLICY: the module (default: <workspace>/annotated-policy.wasm, `make
 //! annotated-policy.wasm`). KWCTL: path to a kwctl binary to run the scenarios with instead.
 
 use std::path::Path;
 
-use policy_host::scenarios::annotated_policy;
+use e2e_tests::annotated_policy;
 use scenario_model::runner::{render_table, run_all, Evaluator};
 
 #[test]
@@ -16,7 +16,7 @@ fn every_scenario_meets_its_expectations() {
     // `make e2e KWCTL=` exports KWCTL empty: that is no kwctl.
     let evaluator = match std::env::var_os("KWCTL").filter(|k| !k.is_empty()) {
         Some(kwctl) => Evaluator::kwctl(kwctl),
-        None => Evaluator::policy_host(env!("CARGO_BIN_EXE_policy-host")),
+        None => Evaluator::policy_host(e2e_tests::policy_host()),
     };
     let jobs = std::thread::available_parallelism().map_or(1, |n| n.get());
     let results = run_all(&evaluator, &package.join("scenarios"), &module, jobs)

@@ -8,8 +8,9 @@
 //! scenarios/<name>/<session>.yml  optional kwctl replay session
 //! ```
 //!
-//! Read by e2e-tests (policy-host's scenario test), the playground (its examples are the
-//! scenarios, checked against the same expectations) and the policy's CRD tests.
+//! Read by e2e-tests (the scenario test, through policy-host or kwctl), the playground (its
+//! examples are the scenarios, checked against the same expectations) and the policy's CRD
+//! tests.
 
 pub mod admission;
 pub mod runner;

@@ -145,7 +145,7 @@ fn demo_with_kwctl_named_builds_no_host() {
 }
 
 #[test]
-fn demo_without_kwctl_builds_an_unoptimised_host_without_registry_or_benchmarks() {
+fn demo_without_kwctl_builds_an_unoptimised_host_without_bench_or_serve() {
     // `KWCTL=` ignores a kwctl installed on this machine.
     let dry_run = make_dry_run(None, &["demo", "KWCTL="]);
     let builds = host_builds(&dry_run);
@@ -164,10 +164,9 @@ fn demo_without_kwctl_builds_an_unoptimised_host_without_registry_or_benchmarks(
 }
 
 #[test]
-fn test_push_and_bench_build_the_host_with_every_feature() {
+fn test_and_bench_build_the_host_with_every_feature() {
     for target in [
         vec!["annotated-policy.wasm", "KWCTL="],
-        vec!["push", "REGISTRY=localhost:5000/policies", "KWCTL="],
         vec!["bench", "KWCTL="],
     ] {
         let dry_run = make_dry_run(None, &target);
@@ -175,12 +174,60 @@ fn test_push_and_bench_build_the_host_with_every_feature() {
         assert!(!builds.is_empty(), "{target:?}: {dry_run}");
         for build in builds {
             assert!(
-                build.contains(
-                    "--features policy-host/registry,policy-host/bench,policy-host/serve"
-                ),
+                build.contains("--features policy-host/bench,policy-host/serve"),
                 "{target:?}: {build}"
             );
         }
+    }
+}
+
+/// `make` without running anything, expected to fail: its stderr.
+fn make_dry_run_fails(args: &[&str]) -> String {
+    let output = Command::new("make")
+        .current_dir(workspace())
+        .args(["--no-print-directory", "-n"])
+        .args(args)
+        .env_remove("MAKEFLAGS")
+        .env_remove("MFLAGS")
+        .env_remove("MAKELEVEL")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run make (needed for this test): {e}"));
+    assert!(!output.status.success(), "make -n {args:?} succeeded");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn publishing_is_kwctls_and_stops_without_it() {
+    for goal in [
+        vec!["push", "REGISTRY=localhost:5000/policies"],
+        vec!["artifacthub-pkg.yml"],
+        vec!["release", "VERSION=9.9.9"],
+    ] {
+        let stderr = make_dry_run_fails(&[goal.as_slice(), &["KWCTL="]].concat());
+        assert!(
+            stderr.contains(&format!("make {} needs kwctl: install it from", goal[0])),
+            "{goal:?}: {stderr}"
+        );
+    }
+    let dir = TempDir::new("publish");
+    let kwctl = fake_kwctl(&dir.0, "{}");
+    let named = format!("KWCTL={}", kwctl.display());
+    let push = make_dry_run(None, &["push", "REGISTRY=localhost:5000/policies", &named]);
+    assert!(
+        push.contains(&format!("{} push  annotated-policy.wasm", kwctl.display()))
+            && push.contains("registry://localhost:5000/policies/capi-bootstrap-rollout-policy:v"),
+        "{push}"
+    );
+    let scaffold = make_dry_run(None, &["artifacthub-pkg.yml", "VERSION=9.9.9", &named]);
+    assert!(
+        scaffold.contains(&format!(
+            "{} scaffold artifacthub --metadata-path target/artifacthub/metadata.yml",
+            kwctl.display()
+        )),
+        "{scaffold}"
+    );
+    for dry_run in [push, scaffold] {
+        assert_eq!(host_builds(&dry_run), Vec::<&str>::new(), "{dry_run}");
     }
 }
 

@@ -3,28 +3,11 @@
 //!
 //! ANNOTATED_POLICY: the module (default: <workspace>/annotated-policy.wasm).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-fn module() -> PathBuf {
-    let module = std::env::var_os("ANNOTATED_POLICY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("annotated-policy.wasm")
-        });
-    assert!(
-        module.is_file(),
-        "{} not found: run `make annotated-policy.wasm`",
-        module.display()
-    );
-    module
-}
-
 fn request() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios/kubeadmconfig-v1beta2-edit-in-use/request.json")
+    e2e_tests::scenarios().join("kubeadmconfig-v1beta2-edit-in-use/request.json")
 }
 
 /// The tiny-bench report without its colour codes.
@@ -62,7 +45,7 @@ fn bench(extra: &[&str]) -> std::process::Output {
         .args(extra)
         .arg("--request-path")
         .arg(request())
-        .arg(module())
+        .arg(e2e_tests::annotated_policy())
         .output()
         .expect("policy-host runs")
 }

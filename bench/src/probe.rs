@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use wasmtime_provider::wasmtime::{self, Caller, Engine, Extern, Linker, Module, Store};
 use wasmtime_provider::wasmtime_wasi;
 
-use crate::engine::HostCallback;
+use policy_host::engine::HostCallback;
 
 struct ProbeState {
     wasi: wasmtime_wasi::p1::WasiP1Ctx,

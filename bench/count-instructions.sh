@@ -4,8 +4,8 @@
 # (fresh instance + call, no deadline) runs each request twice with different iteration counts;
 # the difference divided by the extra iterations leaves out start-up and compilation.
 #
-#   e2e-tests/bench/count-instructions.sh annotated-policy.wasm [other.wasm ...]
-#   NATIVE=1 e2e-tests/bench/count-instructions.sh     # the rules natively instead
+#   bench/count-instructions.sh annotated-policy.wasm [other.wasm ...]
+#   NATIVE=1 bench/count-instructions.sh     # the rules natively instead
 #   GUEST=1 ...       # only the `validate` call (the guest, and the host calls it makes)
 #   REQUESTS="edit fleet-1000" ...   # other requests (bench --profile's names)
 #

@@ -10,16 +10,16 @@ use std::sync::Arc;
 use anyhow::{anyhow, Result};
 use serde_json::{json, Value};
 
-use crate::admission::ValidateRequest;
-use crate::callbacks::HostContext;
-use crate::engine::HostCallback;
+use policy_host::admission::ValidateRequest;
+use policy_host::callbacks::HostContext;
+use policy_host::engine::HostCallback;
 
 const MACHINE_POOL_ROTATION: &str =
-    include_str!("../../scenarios/machinepool-v1beta2-rotate-configref/request.json");
+    include_str!("../../e2e-tests/scenarios/machinepool-v1beta2-rotate-configref/request.json");
 const TOKEN_ROTATION: &str =
-    include_str!("../../scenarios/kubeadmconfig-v1beta2-token-rotation/request.json");
+    include_str!("../../e2e-tests/scenarios/kubeadmconfig-v1beta2-token-rotation/request.json");
 const EDIT_IN_USE: &str =
-    include_str!("../../scenarios/kubeadmconfig-v1beta2-edit-in-use/request.json");
+    include_str!("../../e2e-tests/scenarios/kubeadmconfig-v1beta2-edit-in-use/request.json");
 
 /// The size of one generated file's content: a typical cloud-init file of a bootstrap config.
 pub const FILE_SIZE: usize = 10 * 1024;

@@ -9,9 +9,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 
-use policy_host::bench::suite::{
-    profile as profile_loop, render, run_suite, splice, targets, ProfileTarget, SuiteOptions,
-};
+use policy_bench::report::{render, splice, targets};
+use policy_bench::suite::{profile as profile_loop, run_suite, ProfileTarget, SuiteOptions};
 
 #[derive(Parser)]
 #[command(

@@ -16,12 +16,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use e2e_tests::annotated_policy;
 use policy_host::admission::AdmissionResponse;
 use policy_host::callbacks::{CallbackRequestType, Exchange, Response as SessionResponse};
 use policy_host::engine::EngineOptions;
 use policy_host::metadata::{set_custom_section, Metadata, METADATA_SECTION};
 use policy_host::run::{run, RunOptions, RunReport};
-use policy_host::scenarios::annotated_policy;
 use rustls::pki_types::{CertificateDer, ServerName};
 use scenario_model::{discover, Scenario};
 use serde_json::{json, Value};
@@ -452,7 +452,7 @@ impl Drop for Server {
 // Scenarios and the answers `run` gives.
 
 fn scenarios() -> Vec<Scenario> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let root = e2e_tests::scenarios();
     let scenarios: Vec<Scenario> = discover(&root)
         .unwrap()
         .iter()

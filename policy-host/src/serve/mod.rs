@@ -38,14 +38,10 @@ use serde_json::{Map, Value};
 use crate::callbacks::{Cluster, HostContext};
 use crate::engine::{self, EngineOptions, Policy};
 use crate::host_capabilities::HostCapabilities;
-use crate::metadata::{ExecutionMode, Metadata, ProtocolVersion};
+use crate::metadata::{ExecutionMode, Metadata, ProtocolVersion, KUBEWARDEN_VERSION};
 use crate::run::validate_settings;
 
 pub use config::PolicyMode;
-
-/// The Kubewarden release whose policy-server this mirrors: a module's
-/// `minimumKubewardenVersion` is checked against it.
-pub const KUBEWARDEN_VERSION: semver::Version = semver::Version::new(1, 35, 0);
 
 /// policy-server's flags, names, defaults and environment variables (`cli.rs`).
 #[derive(Args, Debug)]

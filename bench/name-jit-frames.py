@@ -8,7 +8,7 @@ the annotate output with each address replaced by the wasm function it falls in.
 
   valgrind --tool=callgrind --callgrind-out-file=cg.out \\
       target/release/bench --profile perf-map edit --iterations 50 --module policy-with-names.wasm
-  callgrind_annotate --inclusive=yes cg.out | e2e-tests/bench/name-jit-frames.py /tmp/perf-PID.map
+  callgrind_annotate --inclusive=yes cg.out | bench/name-jit-frames.py /tmp/perf-PID.map
 """
 import bisect
 import re

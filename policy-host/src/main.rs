@@ -5,16 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use policy_host::annotate::{annotate, AnnotateOptions};
-use policy_host::artifacthub;
 #[cfg(feature = "bench")]
-use policy_host::bench::command::{bench, BenchArgs};
+use policy_host::bench::{bench, BenchArgs};
 use policy_host::engine::EngineOptions;
-#[cfg(feature = "registry")]
-use policy_host::oci::{pull_command, push_command, PullArgs, PushArgs};
 use policy_host::run::{inspect, run, RunOptions, RunReport};
 #[cfg(feature = "serve")]
 use policy_host::serve::{serve, ServeArgs};
@@ -38,78 +35,30 @@ enum Command {
     Annotate(AnnotateArgs),
     /// Print the metadata JSON stored in an annotated module.
     Inspect(InspectArgs),
-    /// Push an annotated module to an OCI registry, as `kwctl push`.
-    #[cfg(feature = "registry")]
-    Push(PushArgs),
-    /// Pull a policy module from an OCI registry into a file, as `kwctl pull -o`.
-    #[cfg(feature = "registry")]
-    Pull(PullArgs),
     /// Benchmark a policy module on a request, as `kwctl bench`.
     #[cfg(feature = "bench")]
     Bench(BenchArgs),
     /// Serve policies over HTTPS with policy-server's command line and API.
     #[cfg(feature = "serve")]
     Serve(Box<ServeArgs>),
+    /// In a host built without the feature: says how to get the command.
     #[cfg(not(feature = "serve"))]
     #[command(hide = true)]
     Serve(NotBuilt),
-    /// In a host built without the feature: says how to get the command.
-    #[cfg(not(feature = "registry"))]
-    #[command(hide = true)]
-    Push(NotBuilt),
-    #[cfg(not(feature = "registry"))]
-    #[command(hide = true)]
-    Pull(NotBuilt),
     #[cfg(not(feature = "bench"))]
     #[command(hide = true)]
     Bench(NotBuilt),
-    /// Scaffold a configuration file, as `kwctl scaffold`.
-    #[command(subcommand)]
-    Scaffold(ScaffoldCommand),
-}
-
-#[derive(Subcommand)]
-enum ScaffoldCommand {
-    /// Output an artifacthub-pkg.yml file from a metadata.yml file, as `kwctl scaffold
-    /// artifacthub` writes it.
-    Artifacthub(ArtifacthubArgs),
-}
-
-#[derive(Args)]
-struct ArtifacthubArgs {
-    /// File containing the metadata of the policy [default: metadata.yml or metadata.yaml].
-    #[arg(short = 'm', long, value_name = "PATH")]
-    metadata_path: Option<PathBuf>,
-    /// Deprecated and ignored, as in kwctl: the version is metadata's
-    /// io.kubewarden.policy.version.
-    #[arg(short = 'v', long, value_name = "VALUE")]
-    version: Option<String>,
-    /// File containing the questions-ui content of the policy [default: questions-ui.yml,
-    /// questions-ui.yaml, questions.yml or questions.yaml, when present].
-    #[arg(short = 'q', long, value_name = "PATH")]
-    questions_path: Option<PathBuf>,
-    /// Path where the artifacthub-pkg.yml file will be stored (default: stdout).
-    #[arg(short = 'o', long, value_name = "FILE")]
-    output: Option<PathBuf>,
 }
 
 /// The arguments of a command this host was built without, taken as they come.
-#[cfg(any(
-    not(feature = "registry"),
-    not(feature = "bench"),
-    not(feature = "serve")
-))]
+#[cfg(any(not(feature = "bench"), not(feature = "serve")))]
 #[derive(Args)]
 struct NotBuilt {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
 }
 
-#[cfg(any(
-    not(feature = "registry"),
-    not(feature = "bench"),
-    not(feature = "serve")
-))]
+#[cfg(any(not(feature = "bench"), not(feature = "serve")))]
 fn not_built(command: &str, feature: &str) -> Result<()> {
     anyhow::bail!(
         "this policy-host was built without `{command}` (as `make demo` builds it): build it \
@@ -202,48 +151,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// The first of `names` that is a file in the working directory, as kwctl looks for them.
-fn find_file(names: &[&str]) -> Option<PathBuf> {
-    names.iter().map(PathBuf::from).find(|path| path.is_file())
-}
-
-fn scaffold_artifacthub(args: ArtifacthubArgs) -> Result<()> {
-    let metadata_path = args
-        .metadata_path
-        .or_else(|| find_file(&["metadata.yml", "metadata.yaml"]))
-        .ok_or_else(|| {
-            anyhow!("path to metadata file not provided, plus 'metadata.yml' not found")
-        })?;
-    if args.version.is_some() {
-        eprintln!(
-            " WARN policy-host: The 'version' flag is deprecated and will be removed in a future \
-             release. The value of the `io.kubewarden.policy.version` field in the policy metadata \
-             file is used instead."
-        );
+/// What the guest logged and what the host warned about, on stderr as kwctl prints them.
+fn print_report(report: &RunReport) {
+    for message in &report.guest_logs {
+        eprintln!(" INFO policy console_log: {message}");
     }
-    let questions_path = args.questions_path.or_else(|| {
-        find_file(&[
-            "questions-ui.yml",
-            "questions-ui.yaml",
-            "questions.yml",
-            "questions.yaml",
-        ])
-    });
-    let metadata = std::fs::read_to_string(&metadata_path)
-        .map_err(|e| anyhow!("Error opening metadata file: {}", e))?;
-    let metadata = artifacthub::read_metadata(&metadata)?;
-    let questions = questions_path
-        .map(|path| {
-            std::fs::read_to_string(path)
-                .map_err(|e| anyhow!("Error reading questions file: {}", e))
-        })
-        .transpose()?;
-    let content = artifacthub::scaffold(&metadata, questions.as_deref(), &artifacthub::now())?;
-    match args.output {
-        Some(output) => std::fs::write(output, content)?,
-        None => println!("{content}"),
+    for warning in &report.warnings {
+        eprintln!(" WARN policy-host: {warning}");
     }
-    Ok(())
 }
 
 fn execute(command: Command) -> Result<()> {
@@ -261,12 +176,7 @@ fn execute(command: Command) -> Result<()> {
             };
             let mut report = RunReport::default();
             let result = run(&options, &mut report);
-            for message in &report.guest_logs {
-                eprintln!(" INFO policy console_log: {message}");
-            }
-            for warning in &report.warnings {
-                eprintln!(" WARN policy-host: {warning}");
-            }
+            print_report(&report);
             let response = result?;
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{}", response.to_line())?;
@@ -290,23 +200,9 @@ fn execute(command: Command) -> Result<()> {
         Command::Bench(args) => {
             let mut report = RunReport::default();
             let result = bench(&args, &mut report);
-            for message in &report.guest_logs {
-                eprintln!(" INFO policy console_log: {message}");
-            }
-            for warning in &report.warnings {
-                eprintln!(" WARN policy-host: {warning}");
-            }
+            print_report(&report);
             result
         }
-        Command::Scaffold(ScaffoldCommand::Artifacthub(args)) => scaffold_artifacthub(args),
-        #[cfg(feature = "registry")]
-        Command::Push(args) => push_command(&args),
-        #[cfg(feature = "registry")]
-        Command::Pull(args) => pull_command(&args),
-        #[cfg(not(feature = "registry"))]
-        Command::Push(_) => not_built("push", "registry"),
-        #[cfg(not(feature = "registry"))]
-        Command::Pull(_) => not_built("pull", "registry"),
         #[cfg(not(feature = "bench"))]
         Command::Bench(_) => not_built("bench", "bench"),
         #[cfg(feature = "serve")]
