@@ -130,6 +130,47 @@ spec:
 	}
 }
 
+// TestRKE2DefaulterNumbers is opt-in (CLUSTER_TEST_RUN=TestRKE2DefaulterNumbers), not in
+// `make cluster-test`: it fails while the policy reads RKE2's re-emitted user data with YAML
+// 1.2 rules that gopkg.in/yaml.v3 does not follow (testdata/providers/rke2config-numbers.yaml),
+// and so refuses a person's label of a config stored before the defaulter.
+func TestRKE2DefaulterNumbers(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	bin := clusterBinaries(t)
+	bp := rke2("rke2-v0.21.0", "v1.10")
+	bp.manifest = "rke2config-numbers.yaml"
+	bp.run(t, newArtifacts(t), bin)
+}
+
+// defaulted is the config of the manifest as the provider's defaulter leaves it: a
+// server-side dry-run CREATE of it under another name (which the policy admits: a new config).
+func (m *managementCluster) defaulted(t *testing.T, file, name string) *unstructured.Unstructured {
+	t.Helper()
+	manifest := strings.Replace(string(readFile(t, m.a.path(file))), "name: "+name, "name: "+name+"-dry-run", 1)
+	must(t, os.WriteFile(m.a.path("dry-run-"+file), []byte(manifest), 0o644))
+	r := m.person.run(t, "create", "--dry-run=server", "-o", "json", "-f", "dry-run-"+file)
+	if r.err != nil {
+		t.Fatalf("kubectl create --dry-run=server: %v\n%s", r.err, r.stderr)
+	}
+	u := &unstructured.Unstructured{}
+	must(t, u.UnmarshalJSON([]byte(r.stdout)))
+	return u
+}
+
+// verdictsOn: the lines of policy-host serve's log about the object named.
+func (m *managementCluster) verdictsOn(t *testing.T, name string) string {
+	t.Helper()
+	var lines []string
+	for _, log := range m.policyServerLogs(t) {
+		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
+			if strings.Contains(line, " name="+name+" ") {
+				lines = append(lines, line)
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // k3sManagerFlags: k3s' manager has a flag for its metrics only; its webhook server listens on
 // 9443 with its certificate in $TMPDIR/k8s-webhook-server/serving-certs, and it has no health
 // endpoint (its metrics answer once it runs). Its kubeconfig is KUBECONFIG's.
@@ -202,7 +243,17 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 	})
 	step(t, "a person's metadata-only update is admitted, the defaulter rewriting the spec", func(t *testing.T) {
 		since := time.Now()
-		m.admittedWithoutWarning(t, "label", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "team=platform")
+		before := m.get(t, bp.config, pool)
+		if r := m.person.run(t, "label", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "team=platform"); r.err != nil {
+			t.Fatalf("POLICY: a person's metadata-only update (kubectl label) of a %s stored before %s's defaulter was refused: "+
+				"the policy reads what the defaulter did to the spec as an edit.\n"+
+				"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
+				"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
+				"the policy's verdicts (%s):\n%s",
+				bp.config.Kind, bp.name, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, configFile, pool)),
+				strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, pool))
+		}
+		m.admittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "fleet.example.com/owner=platform")
 		stored := m.get(t, bp.config, pool)
 		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, specYAML(t, stored))
 		bp.defaulted(t, stored)
