@@ -139,14 +139,42 @@ func TestRKE2DefaulterNumbers(t *testing.T) {
 	bin := clusterBinaries(t)
 	bp := rke2("rke2-v0.21.0", "v1.10")
 	bp.manifest = "rke2config-numbers.yaml"
-	bp.run(t, newArtifacts(t), bin)
+	bp.run(t, testArtifacts(t), bin)
 }
 
-// defaulted is the config of the manifest as the provider's defaulter leaves it: a
-// server-side dry-run CREATE of it under another name (which the policy admits: a new config).
+// labelAsPerson is a person's metadata-only update: kubectl label. When the policy refuses
+// it, the failure shows the evidence: kubectl's answer, the stored spec (the request's
+// oldObject), the spec as the defaulter leaves it (its object) and the policy's verdicts.
+func (m *managementCluster) labelAsPerson(t *testing.T, gvk schema.GroupVersionKind, name, file, provider string) {
+	t.Helper()
+	before := m.get(t, gvk, name)
+	r := m.person.run(t, "label", strings.ToLower(gvk.Kind), name, "-n", namespace, "team=platform")
+	if r.err == nil {
+		if w := policyWarnings(r.stderr); len(w) > 0 {
+			t.Errorf("POLICY: a person's kubectl label of %s %s printed a warning of the policy: %q", gvk.Kind, name, w)
+		}
+		return
+	}
+	t.Fatalf("POLICY: a person's metadata-only update (kubectl label) of a %s stored before %s's defaulter was refused: "+
+		"the policy reads what the defaulter did to the spec as an edit.\n"+
+		"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
+		"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
+		"the policy's verdicts (%s):\n%s",
+		gvk.Kind, provider, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, file, name)),
+		strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, name))
+}
+
+// defaulted is the config of the manifest (its document of that name) as the provider's
+// defaulter leaves it: a server-side dry-run CREATE of it under another name (which the
+// policy admits: a new config).
 func (m *managementCluster) defaulted(t *testing.T, file, name string) *unstructured.Unstructured {
 	t.Helper()
-	manifest := strings.Replace(string(readFile(t, m.a.path(file))), "name: "+name, "name: "+name+"-dry-run", 1)
+	var manifest string
+	for _, doc := range strings.Split(string(readFile(t, m.a.path(file))), "\n---\n") {
+		if strings.Contains(doc, "name: "+name+"\n") {
+			manifest = strings.Replace(doc, "name: "+name+"\n", "name: "+name+"-dry-run\n", 1)
+		}
+	}
 	must(t, os.WriteFile(m.a.path("dry-run-"+file), []byte(manifest), 0o644))
 	r := m.person.run(t, "create", "--dry-run=server", "-o", "json", "-f", "dry-run-"+file)
 	if r.err != nil {
@@ -201,7 +229,7 @@ func (m *managementCluster) createJoinToken(t *testing.T) {
 func TestProviderWebhooks(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
-	a := newArtifacts(t)
+	a := testArtifacts(t)
 	for _, bp := range bootstrapProviders {
 		t.Run(bp.name, func(t *testing.T) { bp.run(t, a.sub(t, bp.name), bin) })
 	}
@@ -243,16 +271,7 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 	})
 	step(t, "a person's metadata-only update is admitted, the defaulter rewriting the spec", func(t *testing.T) {
 		since := time.Now()
-		before := m.get(t, bp.config, pool)
-		if r := m.person.run(t, "label", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "team=platform"); r.err != nil {
-			t.Fatalf("POLICY: a person's metadata-only update (kubectl label) of a %s stored before %s's defaulter was refused: "+
-				"the policy reads what the defaulter did to the spec as an edit.\n"+
-				"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
-				"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
-				"the policy's verdicts (%s):\n%s",
-				bp.config.Kind, bp.name, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, configFile, pool)),
-				strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, pool))
-		}
+		m.labelAsPerson(t, bp.config, pool, configFile, bp.name)
 		m.admittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "fleet.example.com/owner=platform")
 		stored := m.get(t, bp.config, pool)
 		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, specYAML(t, stored))

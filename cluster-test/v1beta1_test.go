@@ -211,10 +211,18 @@ func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resour
 	return writes
 }
 
-func TestV1beta1Era(t *testing.T) {
+func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml") }
+
+// TestV1beta1EraDurations is opt-in (CLUSTER_TEST_RUN=TestV1beta1EraDurations), not in `make
+// cluster-test`: it fails while the policy reads the defaulter's re-marshalled durations as
+// an edit (testdata/v1beta1/kubeadmconfig-durations.yaml: `timeout: 5m` becomes `5m0s`).
+func TestV1beta1EraDurations(t *testing.T) { v1beta1Era(t, "kubeadmconfig-durations.yaml") }
+
+// v1beta1Era runs the steps with testdata/v1beta1/<manifest> as both configs.
+func v1beta1Era(t *testing.T, manifest string) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
-	a := newArtifacts(t)
+	a := testArtifacts(t)
 	m := startV1beta1Cluster(t, a, bin, testControlPlane(t))
 	controlPlane := schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"}
 
@@ -223,7 +231,7 @@ func TestV1beta1Era(t *testing.T) {
 	configs := []string{"era-person", "era-cabpk"}
 	var docs []string
 	for _, name := range configs {
-		docs = append(docs, strings.ReplaceAll(string(readFile(t, "testdata/v1beta1/kubeadmconfig.yaml")), "NAME", name))
+		docs = append(docs, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", name))
 	}
 	must(t, os.WriteFile(a.path("era.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	pools := m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
@@ -249,7 +257,7 @@ func TestV1beta1Era(t *testing.T) {
 
 	step(t, "a person's metadata-only change is admitted, the defaulter pruning the zero values", func(t *testing.T) {
 		since := time.Now()
-		m.admittedWithoutWarning(t, "label", "kubeadmconfig", "era-person", "-n", namespace, "team=platform")
+		m.labelAsPerson(t, kubeadmConfigV1beta1GVK, "era-person", "era.yaml", "CAPI v1.10.10")
 		m.admittedWithoutWarning(t, "annotate", "kubeadmconfig", "era-person", "-n", namespace, "fleet.example.com/owner=platform")
 		after := m.get(t, kubeadmConfigV1beta1GVK, "era-person")
 		t.Logf("era-person after the person's label (the defaulter ran):\n%s", specYAML(t, after))
@@ -320,6 +328,18 @@ func TestV1beta1Era(t *testing.T) {
 		m.checkControllersAdmitted(t, time.Time{})
 		m.checkControllersJudged(t, true)
 	})
+}
+
+// testArtifacts is newArtifacts' folder for this test alone, <artifacts>/<test name>: `make
+// cluster-test` runs it after TestCluster, whose logs stay in <artifacts>.
+func testArtifacts(t *testing.T) *artifacts {
+	t.Helper()
+	base := os.Getenv("CLUSTER_TEST_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join("..", "target", "cluster-test")
+	}
+	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
+	return newArtifacts(t)
 }
 
 // specYAML is the object's spec, for the log.
