@@ -160,19 +160,20 @@ func (m *managementCluster) labelAsPerson(t *testing.T, gvk schema.GroupVersionK
 		"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
 		"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
 		"the policy's verdicts (%s):\n%s",
-		gvk.Kind, provider, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, file, name)),
+		gvk.Kind, provider, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, file, gvk.Kind, name)),
 		strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, name))
 }
 
-// defaulted is the config of the manifest (its document of that name) as the provider's
+// defaulted is the config of the manifest (its document of that kind and name) as the provider's
 // defaulter leaves it: a server-side dry-run CREATE of it under another name (which the
 // policy admits: a new config).
-func (m *managementCluster) defaulted(t *testing.T, file, name string) *unstructured.Unstructured {
+func (m *managementCluster) defaulted(t *testing.T, file, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	var manifest string
 	for _, doc := range strings.Split(string(readFile(t, m.a.path(file))), "\n---\n") {
-		if strings.Contains(doc, "name: "+name+"\n") {
-			manifest = strings.Replace(doc, "name: "+name+"\n", "name: "+name+"-dry-run\n", 1)
+		if obj := object(t, doc); obj.GetKind() == kind && obj.GetName() == name {
+			obj.SetName(name + "-dry-run")
+			manifest = string(toYAML(t, []*unstructured.Unstructured{obj}))
 		}
 	}
 	must(t, os.WriteFile(m.a.path("dry-run-"+file), []byte(manifest), 0o644))
@@ -256,8 +257,9 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 	manifest := strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "providers", bp.manifest))), "NAME", pool)
 	configFile := bp.config.Kind + ".yaml"
 	must(t, os.WriteFile(a.path(configFile), []byte(manifest), 0o644))
+	template := m.writeTemplate(t, manifest, pool)
 	step(t, "a config stored before the defaulter, adopted by its pool", func(t *testing.T) {
-		restore := m.withoutDefaulter(t, bp.resource)
+		restore := m.withoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
 		for _, file := range []string{configFile, m.pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
 			if r := m.person.run(t, "apply", "-f", file); r.err != nil {
 				t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
@@ -267,6 +269,7 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 			return controlledByPool(u, pool)
 		})
 		t.Logf("%s as stored before the defaulter:\n%s", bp.config.Kind, specYAML(t, stored))
+		m.applyTemplate(t, template)
 		restore()
 	})
 	step(t, "a person's metadata-only update is admitted, the defaulter rewriting the spec", func(t *testing.T) {
@@ -317,6 +320,7 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 			}
 		}
 	})
+	m.templateSteps(t, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
 	step(t, "no controller write was refused by the policy", func(t *testing.T) {
 		m.checkControllersAdmitted(t, time.Time{})
 		for _, e := range deniedBy(m.eventsSince(t, time.Time{}), m.webhookName()) {

@@ -106,29 +106,36 @@ spec:
 	return m
 }
 
-// withoutDefaulter removes the MutatingWebhookConfigurations that default resource (a plural
-// of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
+// withoutDefaulter removes the MutatingWebhookConfigurations that default the resources
+// (plurals of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
 // meanwhile is stored as it was sent, as by a release before the defaulter, or restored from
 // a backup while the provider was down.
-func (m *managementCluster) withoutDefaulter(t *testing.T, resource string) (restore func()) {
+func (m *managementCluster) withoutDefaulter(t *testing.T, resources ...string) (restore func()) {
 	t.Helper()
 	ctx := context.Background()
 	list := &admissionregistrationv1.MutatingWebhookConfigurationList{}
 	must(t, m.cp.client.List(ctx, list))
 	var removed []admissionregistrationv1.MutatingWebhookConfiguration
+	defaulted := map[string]bool{}
 	for _, mwc := range list.Items {
+		matches := false
 		for _, w := range mwc.Webhooks {
 			for _, r := range w.Rules {
 				for _, res := range r.Resources {
-					if res == resource {
-						removed = append(removed, mwc)
+					if slices.Contains(resources, res) {
+						matches, defaulted[res] = true, true
 					}
 				}
 			}
 		}
+		if matches {
+			removed = append(removed, mwc)
+		}
 	}
-	if len(removed) == 0 {
-		t.Fatalf("no MutatingWebhookConfiguration defaults %s", resource)
+	for _, res := range resources {
+		if !defaulted[res] {
+			t.Fatalf("no MutatingWebhookConfiguration defaults %s", res)
+		}
 	}
 	for i := range removed {
 		must(t, m.cp.client.Delete(ctx, &removed[i]))
@@ -211,15 +218,21 @@ func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resour
 	return writes
 }
 
-func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml") }
+func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", false) }
+
+// TestV1beta1EraTemplate is opt-in (CLUSTER_TEST_RUN=TestV1beta1EraTemplate), not in `make
+// cluster-test`: it fails while the policy reads the format and imagePullPolicy that CAPI
+// v1.10's KubeadmConfigTemplate defaulter fills as edits of a template stored before it.
+func TestV1beta1EraTemplate(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", true) }
 
 // TestV1beta1EraDurations is opt-in (CLUSTER_TEST_RUN=TestV1beta1EraDurations), not in `make
 // cluster-test`: it fails while the policy reads the defaulter's re-marshalled durations as
 // an edit (testdata/v1beta1/kubeadmconfig-durations.yaml: `timeout: 5m` becomes `5m0s`).
-func TestV1beta1EraDurations(t *testing.T) { v1beta1Era(t, "kubeadmconfig-durations.yaml") }
+func TestV1beta1EraDurations(t *testing.T) { v1beta1Era(t, "kubeadmconfig-durations.yaml", false) }
 
-// v1beta1Era runs the steps with testdata/v1beta1/<manifest> as both configs.
-func v1beta1Era(t *testing.T, manifest string) {
+// v1beta1Era runs the steps with testdata/v1beta1/<manifest> as both configs; withTemplate: a
+// KubeadmConfigTemplate of the same spec, stored with them, and the template's steps first.
+func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
 	a := testArtifacts(t)
@@ -235,11 +248,18 @@ func v1beta1Era(t *testing.T, manifest string) {
 	}
 	must(t, os.WriteFile(a.path("era.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	pools := m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
-	restore := m.withoutDefaulter(t, "kubeadmconfigs")
+	var template bootstrapTemplate
+	if withTemplate {
+		template = m.writeTemplate(t, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", "era"), "era")
+	}
+	restore := m.withoutDefaulter(t, "kubeadmconfigs", "kubeadmconfigtemplates")
 	for _, file := range []string{"era.yaml", pools} {
 		if r := m.person.run(t, "apply", "-f", file); r.err != nil {
 			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
 		}
+	}
+	if withTemplate {
+		m.applyTemplate(t, template)
 	}
 	for _, name := range configs {
 		m.waitFor(t, kubeadmConfigV1beta1GVK, name, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
@@ -271,6 +291,10 @@ func v1beta1Era(t *testing.T, manifest string) {
 		}
 		m.checkNotAnEdit(t, since, "kubeadmconfigs", "era-person")
 	})
+	if withTemplate {
+		m.templateSteps(t, template, "CAPI v1.10.10", [2]string{`max-pods: "110"`, `max-pods: "64"`},
+			"joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed")
+	}
 	step(t, "CABPK's first write and token rotations are admitted, none judged an edit", func(t *testing.T) {
 		since := time.Now()
 		m.markV1beta1Ready(t, controlPlane, map[string]any{"ready": true, "initialized": true}, configs...)
