@@ -136,8 +136,9 @@ test: system-packages-test fmt-check clippy unit e2e preflight playground-test c
 # The policy in front of a real control plane (cluster-test/README.md): etcd, kube-apiserver,
 # kubectl and CAPI's managers built from the Go modules cluster-test/go.mod pins (into
 # target/cluster-bin/, reused while go.sum is unchanged), the requests CAPI and kubectl really
-# send. `make cluster-test POLICY_SERVER=/path/to/policy-server` runs it against Kubewarden's
-# policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/.
+# send; once with CAPI v1.12, once with v1.14 (cluster-test/capi/v1.14/go.mod).
+# `make cluster-test POLICY_SERVER=/path/to/policy-server` runs it against Kubewarden's
+# policy-server instead of `policy-host serve`. Logs stay in target/cluster-test/<version>/.
 cluster-test: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
 
@@ -145,7 +146,7 @@ cluster-test: annotated-policy.wasm $(HOST)
 SOAK_DURATION ?= 15m
 cluster-soak: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm \
-	CLUSTER_TEST_RUN=TestSoak SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h \
+	CLUSTER_TEST_RUN=TestSoak SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h CAPI_MODULES=. \
 	CLUSTER_TEST_ARTIFACTS=$(CURDIR)/target/cluster-soak cluster-test/run.sh
 
 # The browser playground (playground/README.md): the rules built a second time, for

@@ -31,12 +31,12 @@ import (
 // config/default kustomization, from the module go.mod pins, and the manager's own binary.
 type provider struct {
 	name string // the manager's binary in build.sh's folder
-	// kustomization is config/default, relative to the sigs.k8s.io/cluster-api module.
+	// kustomization is its config/default, relative to the sigs.k8s.io/cluster-api module.
 	kustomization string
 	extraArgs     []string
 	inventory     inventory
 	// module is the folder kustomization is relative to and version the release clusterctl's
-	// inventory records; empty: the sigs.k8s.io/cluster-api module go.mod pins.
+	// inventory records; empty: the CAPI release the test installs (capiRelease).
 	module, version string
 	// flags, when set, are the manager's own flags for what CAPI's managers call
 	// --kubeconfig, --webhook-port, --webhook-cert-dir and --health-addr (another provider
@@ -91,7 +91,7 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 	t.Helper()
 	ctx := context.Background()
 	if p.module == "" {
-		p.module, p.version = moduleDir(t, "sigs.k8s.io/cluster-api"), moduleVersion(t, "sigs.k8s.io/cluster-api")
+		p.module, p.version = capiRelease(t)
 	}
 	objects := kustomizeBuild(t, filepath.Join(p.module, p.kustomization))
 	// clusterctl creates Namespaces first, then CRDs (k3s' kustomization lists its Namespace
@@ -349,22 +349,34 @@ func toYAML(t *testing.T, objects []*unstructured.Unstructured) []byte {
 	return []byte(strings.Join(docs, "---\n"))
 }
 
-// moduleVersion is the version of a module go.mod pins.
-func moduleVersion(t *testing.T, module string) string {
+// capiRelease is the CAPI release the test installs: the directory of its sigs.k8s.io/cluster-api
+// module, read-only in the Go module cache, and its version. run.sh sets CAPI_MODULE_DIR and
+// CAPI_VERSION for each release it runs (build.sh built that release's managers and clusterctl
+// into CLUSTER_BIN); without them it is the release go.mod pins.
+func capiRelease(t *testing.T) (dir, version string) {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module).Output()
-	if err != nil {
-		t.Fatalf("go list -m %s: %v", module, err)
+	dir, version = os.Getenv("CAPI_MODULE_DIR"), os.Getenv("CAPI_VERSION")
+	if (dir == "") != (version == "") {
+		t.Fatalf("CAPI_MODULE_DIR (%q) and CAPI_VERSION (%q) are set together or not at all", dir, version)
 	}
-	return strings.TrimSpace(string(out))
+	if dir != "" {
+		return dir, version
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", "sigs.k8s.io/cluster-api").Output()
+	if err != nil {
+		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v", err)
+	}
+	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
+	return dir, version
 }
 
-// moduleDir is where the go command keeps a module of go.mod, read-only.
-func moduleDir(t *testing.T, module string) string {
+// coreKustomization is the core provider's config/default in the release's module: at its root
+// up to v1.12, under core/ in v1.14 (which moved the core manager's main package there).
+func coreKustomization(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
-	if err != nil {
-		t.Fatalf("go list -m %s: %v", module, err)
+	dir, _ := capiRelease(t)
+	if _, err := os.Stat(filepath.Join(dir, "core", "config", "default")); err == nil {
+		return "core/config/default"
 	}
-	return strings.TrimSpace(string(out))
+	return "config/default"
 }

@@ -97,6 +97,10 @@ func clusterBinaries(t *testing.T) string {
 	if bin := os.Getenv("CLUSTER_BIN"); bin != "" {
 		return bin
 	}
+	if os.Getenv("CAPI_MODULE_DIR") != "" {
+		// build.sh alone builds go.mod's CAPI release, not the one named.
+		t.Fatal("CAPI_MODULE_DIR is set but CLUSTER_BIN is not: run.sh sets both (build.sh <CAPI module> builds its binaries)")
+	}
 	out, err := exec.Command("./build.sh").Output()
 	if err != nil {
 		t.Fatalf("./build.sh: %v", err)
@@ -365,8 +369,8 @@ func (c *testCluster) contextAware(t *testing.T) {
 	c.checkControllersAdmitted(t, since)
 }
 
-// v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 which stores
-// v1beta2. Every request of theirs reaches the policy in v1beta1, its oldObject converted from
+// v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 or v1.14, which
+// store v1beta2. Every request of theirs reaches the policy in v1beta1, its oldObject converted from
 // storage by CAPI's conversion webhook, and CAPI's own writes stay v1beta2.
 func (c *testCluster) v1beta1Clients(t *testing.T) {
 	since := time.Now()

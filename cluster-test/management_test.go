@@ -38,16 +38,18 @@ func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certific
 	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
 	m.cp = startControlPlane(t, a, bin)
 	{ // CAPI as clusterctl installs it.
-		m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(moduleDir(t, "sigs.k8s.io/cluster-api"), "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
+		capiDir, _ := capiRelease(t)
+		m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
 		m.cp.createAll(t, readObjects(t, readFile(t, "testdata/infrastructure.yaml")))
 		waitEstablished(t, m.cp, []string{
 			"providers.clusterctl.cluster.x-k8s.io",
 			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
 			"testmachinetemplates.infrastructure.cluster-test.rollout-policy.dev",
+			"testmachines.infrastructure.cluster-test.rollout-policy.dev",
 			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
 		})
 		core := installProvider(t, a, m.cp, ca, bin, provider{
-			name: "capi-manager", kustomization: "config/default",
+			name: "capi-manager", kustomization: coreKustomization(t),
 			inventory: inventory{name: "cluster-api", kind: "CoreProvider"},
 		})
 		kubeadm := installProvider(t, a, m.cp, ca, bin, provider{

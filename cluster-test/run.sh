@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # `make cluster-test` (and `make cluster-soak`: CLUSTER_TEST_RUN=TestSoak): builds the real
-# cluster's binaries (build.sh) and the Go test, then runs
-# the test in a private network namespace. CAPI's managers bind their webhook servers to every
+# cluster's binaries (build.sh) and the Go test, then runs the test in a private network
+# namespace. CAPI's managers bind their webhook servers to every
 # address (they have no flag for the host); in the namespace every address is its own loopback,
 # so nothing the test starts is reachable from outside. The test needs no network: the Go
 # module cache is filled by the builds before it.
+#
+# It runs once for each CAPI release below, each a Go module pinning it (this one: v1.12;
+# capi/v1.14: CAPI v1.14, whose k8s.io libraries are newer than this module's), with its own
+# managers and clusterctl and its logs in ../target/cluster-test/<version>/.
+# CAPI_VERSIONS="v1.14.2" runs only the releases it names.
 set -euo pipefail
 cd "$(dirname "$0")"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
-bin=$(./build.sh)
+# CAPI_MODULES=. (as make cluster-soak sets) runs this module's release only.
+read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
 # CAPI v1.10.10 and the RKE2 and k3s bootstrap providers (TestV1beta1Era, TestProviderWebhooks)
-# come from modules of their own under capi/.
-for module in v1.10 rke2-v0.20; do capi/build.sh "$module" >/dev/null; done
+# come from modules of their own, built by capi/build.sh; make cluster-soak needs none.
+if [ -z "${CAPI_MODULES:-}" ]; then
+	for module in v1.10 rke2-v0.20; do capi/build.sh "$module" >/dev/null; done
+fi
 go vet ./...
 go test -count=1 -run 'TestStaging' .
 test_binary=../target/cluster-test.test
@@ -27,7 +35,33 @@ else
 	exit 1
 fi
 command -v ip >/dev/null || { echo "cluster-test: no ip command: apt-get install iproute2" >&2; exit 1; }
-# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
-CLUSTER_BIN=$bin GOPROXY=off "${netns[@]}" sh -c \
-	'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
-	"${CLUSTER_TEST_TIMEOUT:-30m}" "${CLUSTER_TEST_RUN:-^(TestCluster|TestV1beta1Era|TestProviderWebhooks)$}"
+
+failed=()
+for module in "${capi_modules[@]}"; do
+	release=$(cd "$module" && go list -m -f '{{.Version}} {{.Dir}}' sigs.k8s.io/cluster-api)
+	read -r version dir <<<"$release"
+	if [ -n "${CAPI_VERSIONS:-}" ] && [[ " $CAPI_VERSIONS " != *" $version "* ]]; then continue; fi
+	bin=$(./build.sh "$module")
+	echo "cluster-test: CAPI $version ($module), binaries in $bin" >&2
+	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
+	CLUSTER_BIN=$bin CAPI_MODULE_DIR=$dir CAPI_VERSION=$version CLUSTER_TEST_ARTIFACTS=${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version \
+		GOPROXY=off "${netns[@]}" sh -c \
+		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
+		"${CLUSTER_TEST_TIMEOUT:-30m}" "${CLUSTER_TEST_RUN:-TestCluster}" ||
+		failed+=("$version")
+done
+# TestV1beta1Era and TestProviderWebhooks install their own CAPI (v1.10.10) and providers: they
+# run once, with this module's etcd, kube-apiserver and kubectl, logs in
+# ../target/cluster-test/<test>/. One alone: CLUSTER_TEST_RUN=TestV1beta1Era CAPI_VERSIONS=v1.12.10.
+if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
+	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
+	CLUSTER_BIN=$(./build.sh .) CLUSTER_TEST_ARTIFACTS=${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test} \
+		GOPROXY=off "${netns[@]}" sh -c \
+		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
+		"${CLUSTER_TEST_TIMEOUT:-30m}" '^(TestV1beta1Era|TestProviderWebhooks)$' ||
+		failed+=("v1.10.10 (TestV1beta1Era or TestProviderWebhooks; logs in ../target/cluster-test/<test>/)")
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "cluster-test: ${CLUSTER_TEST_RUN:-TestCluster} failed with CAPI ${failed[*]} (logs in ../target/cluster-test/<version>/)" >&2
+	exit 1
+fi
