@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +35,25 @@ type provider struct {
 	kustomization string
 	extraArgs     []string
 	inventory     inventory
+	// module is the folder kustomization is relative to and version the release clusterctl's
+	// inventory records; empty: the CAPI release the test installs (capiRelease).
+	module, version string
+	// flags, when set, are the manager's own flags for what CAPI's managers call
+	// --kubeconfig, --webhook-port, --webhook-cert-dir and --health-addr (another provider
+	// names them otherwise, or has none); it returns them with the URL that answers 200 once
+	// the manager is ready, and may change s. webhookPort 0 is a free port.
+	flags       func(s *managerSetup) (args []string, ready string)
+	webhookPort int
+}
+
+// managerSetup is what installProvider prepared for a manager's process.
+type managerSetup struct {
+	t                   *testing.T
+	a                   *artifacts
+	name, kubeconfig    string
+	certDir             string
+	webhookPort, health int
+	env                 []string
 }
 
 // inventory is the provider's entry in clusterctl's inventory (a Provider object), which
@@ -68,11 +90,19 @@ type installed struct {
 func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certificates, bin string, p provider) *installed {
 	t.Helper()
 	ctx := context.Background()
-	capiDir, capiVersion := capiRelease(t)
-	objects := kustomizeBuild(t, filepath.Join(capiDir, p.kustomization))
+	if p.module == "" {
+		p.module, p.version = capiRelease(t)
+	}
+	objects := kustomizeBuild(t, filepath.Join(p.module, p.kustomization))
+	// clusterctl creates Namespaces first, then CRDs (k3s' kustomization lists its Namespace
+	// after the Roles in it).
+	slices.SortStableFunc(objects, func(x, y *unstructured.Unstructured) int { return createOrder(x) - createOrder(y) })
 	must(t, os.WriteFile(a.path(p.name+"-components.yaml"), toYAML(t, objects), 0o644))
 
-	webhookPort := freePort(t)
+	webhookPort := p.webhookPort
+	if webhookPort == 0 {
+		webhookPort = freePort(t)
+	}
 	webhookURL := fmt.Sprintf("https://127.0.0.1:%d", webhookPort)
 	var deployment *unstructured.Unstructured
 	var webhooks []*unstructured.Unstructured
@@ -112,24 +142,25 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 
 	namespace := deployment.GetNamespace()
 	sa, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
+	if sa == "" {
+		// A pod that names none runs as its namespace's default, which kube-controller-manager
+		// (not run by envtest) creates in every namespace.
+		sa = "default"
+		must(t, client.IgnoreAlreadyExists(cp.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: namespace}})))
+	}
 	kubeconfig := cp.serviceAccountKubeconfig(t, a, namespace, sa)
-	certDir := a.path(p.name + "-serving-certs")
-	ca.serving(t, certDir)
-	health := freePort(t)
-	args := append(managerArgs(t, deployment),
-		"--kubeconfig="+kubeconfig,
-		fmt.Sprintf("--webhook-port=%d", webhookPort),
-		"--webhook-cert-dir="+certDir,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", health),
-		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(t)),
-		"--insecure-diagnostics=true",
-		// Outside a pod controller-runtime cannot tell the lease's namespace and CAPI has no
-		// flag for it; one manager each needs no lease.
-		"--leader-elect=false",
-	)
-	args = append(args, p.extraArgs...)
-	proc := startProcess(t, a, p.name, filepath.Join(bin, p.name), args, "POD_NAMESPACE="+namespace)
-	waitHTTP(t, proc, fmt.Sprintf("http://127.0.0.1:%d/readyz", health), 2*time.Minute, nil)
+	s := &managerSetup{t: t, a: a, name: p.name, kubeconfig: kubeconfig, certDir: a.path(p.name + "-serving-certs"),
+		webhookPort: webhookPort, health: freePort(t), env: []string{"POD_NAMESPACE=" + namespace}}
+	flags := p.flags
+	if flags == nil {
+		flags = capiManagerFlags
+	}
+	own, ready := flags(s)
+	ca.serving(t, s.certDir)
+	args := append(append(managerArgs(t, deployment), own...), p.extraArgs...)
+	proc := startProcess(t, a, p.name, filepath.Join(bin, p.name), args, s.env...)
+	waitHTTP(t, proc, ready, 2*time.Minute, nil)
+	waitListening(t, proc, webhookPort)
 	for _, obj := range webhooks {
 		if err := cp.client.Create(ctx, obj); err != nil {
 			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
@@ -144,9 +175,49 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		},
 		"providerName": p.inventory.name,
 		"type":         p.inventory.kind,
-		"version":      capiVersion,
+		"version":      p.version,
 	}}})
 	return &installed{process: proc, serviceAccount: namespace + "/" + sa}
+}
+
+func createOrder(obj *unstructured.Unstructured) int {
+	switch obj.GetKind() {
+	case "Namespace":
+		return 0
+	case "CustomResourceDefinition":
+		return 1
+	}
+	return 2
+}
+
+// waitListening waits for the manager's webhook server: some managers are ready before it.
+func waitListening(t *testing.T, p *process, port int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if p.exited() {
+			t.Fatalf("%s exited (log: %s)", p.name, p.log)
+		}
+		if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	t.Fatalf("%s's webhook server does not listen on port %d (log: %s)", p.name, port, p.log)
+}
+
+// capiManagerFlags are the flags of CAPI's managers (and of providers that kept them).
+func capiManagerFlags(s *managerSetup) ([]string, string) {
+	return []string{
+		"--kubeconfig=" + s.kubeconfig,
+		fmt.Sprintf("--webhook-port=%d", s.webhookPort),
+		"--webhook-cert-dir=" + s.certDir,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", s.health),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(s.t)),
+		"--insecure-diagnostics=true",
+		// Outside a pod controller-runtime cannot tell the lease's namespace and CAPI has no
+		// flag for it; one manager each needs no lease.
+		"--leader-elect=false",
+	}, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.health)
 }
 
 // aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation controller

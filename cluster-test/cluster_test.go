@@ -143,6 +143,30 @@ func (c *testCluster) bringUp(t *testing.T) {
 func (m *managementCluster) createCluster(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
+	m.createClusterSecrets(t)
+	controlPlane := object(t, fmt.Sprintf(`
+apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestControlPlane
+metadata: {name: %s, namespace: %s}
+spec: {version: v1.34.3}`, clusterName, namespace))
+	must(t, m.cp.client.Create(ctx, controlPlane))
+	m.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
+	m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Cluster
+metadata: {name: %s, namespace: %s}
+spec:
+  controlPlaneEndpoint: {host: %q, port: %d}
+  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
+		clusterName, namespace, m.cp.host, m.cp.port, clusterName))})
+
+}
+
+// createClusterSecrets creates the fleet's namespace and Cluster c1's CA and kubeconfig
+// Secrets (the workload cluster is this API server).
+func (m *managementCluster) createClusterSecrets(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
 	m.cp.createNamespace(t, namespace)
 	caCert, caKey := m.clusterCA(t)
 	secrets := []*corev1.Secret{
@@ -161,22 +185,6 @@ func (m *managementCluster) createCluster(t *testing.T) {
 	for _, s := range secrets {
 		must(t, m.cp.client.Create(ctx, s))
 	}
-	controlPlane := object(t, fmt.Sprintf(`
-apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
-kind: TestControlPlane
-metadata: {name: %s, namespace: %s}
-spec: {version: v1.34.3}`, clusterName, namespace))
-	must(t, m.cp.client.Create(ctx, controlPlane))
-	m.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
-	m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: %s, namespace: %s}
-spec:
-  controlPlaneEndpoint: {host: %q, port: %d}
-  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
-		clusterName, namespace, m.cp.host, m.cp.port, clusterName))})
-
 }
 
 func (c *testCluster) reapply(t *testing.T) {

@@ -62,7 +62,16 @@ func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certific
 		m.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
 		m.capiLog, m.cabpkLog = core.process.log, kubeadm.process.log
 	}
-	{ // The policy in front, as Kubewarden puts it there.
+	m.startPolicy(t, bin, settings)
+	return m
+}
+
+// startPolicy puts the policy in front, as Kubewarden puts it there, once CAPI's managers
+// run; and makes the person.
+func (m *managementCluster) startPolicy(t *testing.T, bin string, settings map[string]any) {
+	t.Helper()
+	a, ca := m.a, m.ca
+	{
 		m.policy = readPolicy(t)
 		controllerUsers := stringList(m.policy.Spec.Settings["controllerUsers"])
 		for _, identity := range []string{m.capiManager, m.cabpk} {
@@ -86,5 +95,4 @@ func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certific
 	// A person, not a controller: a platform engineer with cluster-admin.
 	m.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: m.cp.user(t, a, m.personName, "platform-team"), dir: a.dir}
 	m.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: m.personName})
-	return m
 }

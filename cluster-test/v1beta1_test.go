@@ -1,0 +1,398 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
+)
+
+// The v1beta1 era: CAPI v1.10.10 (capi/v1.10), the last release that stores v1beta1 and whose
+// KubeadmConfig has a defaulting webhook. It prunes zero values: controller-runtime's
+// DefaulterRemoveUnknownOrOmitableFields re-marshals the Go type on every CREATE and UPDATE,
+// whoever sends it, so a `false`, `""` or `[]` under an omitempty field disappears, and
+// KubeadmConfigSpec.Default fills spec.format and each nodeRegistration.imagePullPolicy.
+var (
+	kubeadmConfigV1beta1GVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta1", Kind: "KubeadmConfig"}
+	machinePoolV1beta1GVK   = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta1", Kind: "MachinePool"}
+)
+
+// capiModule is one of the Go modules under capi/: the folder of a module it pins, read-only
+// in the module cache, and its version.
+func capiModule(t *testing.T, folder, module string) (dir, version string) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", module)
+	cmd.Dir = filepath.Join("capi", folder)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m %s in capi/%s: %v", module, folder, err)
+	}
+	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
+	return dir, version
+}
+
+// capiBinaries is capi/build.sh's folder of a module's managers (built now unless done).
+func capiBinaries(t *testing.T, folder string) string {
+	t.Helper()
+	out, err := exec.Command("capi/build.sh", folder).Output()
+	if err != nil {
+		t.Fatalf("capi/build.sh %s: %v", folder, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// startV1beta1Cluster is a management cluster of CAPI v1.10.10 as clusterctl installs it (core
+// manager and CABPK from capi/v1.10, the test's infrastructure and control plane CRDs with
+// the v1beta1 contract's label), the policy in front; Cluster c1 on the control plane that
+// controlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
+// build.sh's folder (etcd, kube-apiserver, kubectl).
+func startV1beta1Cluster(t *testing.T, a *artifacts, bin string, controlPlane func(m *managementCluster) (ref string)) *managementCluster {
+	t.Helper()
+	ca := newCA(t)
+	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
+	m.cp = startControlPlane(t, a, bin)
+	capiDir, capiVersion := capiModule(t, "v1.10", "sigs.k8s.io/cluster-api")
+	managers := capiBinaries(t, "v1.10")
+	m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
+	infrastructure := readObjects(t, readFile(t, "testdata/infrastructure.yaml"))
+	var crds []string
+	for _, obj := range infrastructure {
+		if obj.GetKind() == "CustomResourceDefinition" {
+			// CAPI v1.10 looks a provider's version up by the v1beta1 contract's label.
+			labels := obj.GetLabels()
+			labels["cluster.x-k8s.io/v1beta1"] = "v1alpha1"
+			obj.SetLabels(labels)
+			crds = append(crds, obj.GetName())
+		}
+	}
+	m.cp.createAll(t, infrastructure)
+	waitEstablished(t, m.cp, append(crds, "providers.clusterctl.cluster.x-k8s.io"))
+	core := installProvider(t, a, m.cp, ca, managers, provider{
+		name: "capi-manager", kustomization: "config/default", module: capiDir, version: capiVersion,
+		inventory: inventory{name: "cluster-api", kind: "CoreProvider"},
+	})
+	kubeadm := installProvider(t, a, m.cp, ca, managers, provider{
+		name: "capi-kubeadm-bootstrap-manager", kustomization: "bootstrap/kubeadm/config/default", module: capiDir, version: capiVersion,
+		extraArgs: []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
+		inventory: inventory{name: "kubeadm", kind: "BootstrapProvider"},
+	})
+	m.capiManager = "system:serviceaccount:" + strings.ReplaceAll(core.serviceAccount, "/", ":")
+	m.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
+	m.capiLog, m.cabpkLog = core.process.log, kubeadm.process.log
+	m.startPolicy(t, bin, nil)
+
+	m.createClusterSecrets(t)
+	controlPlaneRef := controlPlane(m)
+	m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: Cluster
+metadata: {name: %s, namespace: %s}
+spec:
+  controlPlaneEndpoint: {host: %q, port: %d}
+  controlPlaneRef: %s`, clusterName, namespace, m.cp.host, m.cp.port, controlPlaneRef))})
+	return m
+}
+
+// withoutDefaulter removes the MutatingWebhookConfigurations that default the resources
+// (plurals of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
+// meanwhile is stored as it was sent, as by a release before the defaulter, or restored from
+// a backup while the provider was down.
+func (m *managementCluster) withoutDefaulter(t *testing.T, resources ...string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	list := &admissionregistrationv1.MutatingWebhookConfigurationList{}
+	must(t, m.cp.client.List(ctx, list))
+	var removed []admissionregistrationv1.MutatingWebhookConfiguration
+	defaulted := map[string]bool{}
+	for _, mwc := range list.Items {
+		matches := false
+		for _, w := range mwc.Webhooks {
+			for _, r := range w.Rules {
+				for _, res := range r.Resources {
+					if slices.Contains(resources, res) {
+						matches, defaulted[res] = true, true
+					}
+				}
+			}
+		}
+		if matches {
+			removed = append(removed, mwc)
+		}
+	}
+	for _, res := range resources {
+		if !defaulted[res] {
+			t.Fatalf("no MutatingWebhookConfiguration defaults %s", res)
+		}
+	}
+	for i := range removed {
+		must(t, m.cp.client.Delete(ctx, &removed[i]))
+	}
+	return func() {
+		t.Helper()
+		for _, mwc := range removed {
+			mwc.ResourceVersion, mwc.UID = "", ""
+			must(t, m.cp.client.Create(ctx, &mwc))
+		}
+	}
+}
+
+// pools writes the manifests of MachinePools named after their configs (a TestMachinePool
+// each), configRef of the kind and apiVersion given, as a v1beta1 GitOps repository has them.
+func (m *managementCluster) pools(t *testing.T, configAPIVersion, configKind string, names ...string) string {
+	t.Helper()
+	var docs []string
+	for _, name := range names {
+		docs = append(docs, fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  clusterName: %[3]s
+  replicas: 0
+  template:
+    spec:
+      clusterName: %[3]s
+      version: v1.34.3
+      bootstrap:
+        configRef: {apiVersion: %[4]s, kind: %[5]s, name: %[1]s}
+      infrastructureRef: {apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1, kind: TestMachinePool, name: %[1]s}
+---
+apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestMachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec: {providerIDList: []}`, name, namespace, clusterName, configAPIVersion, configKind))
+	}
+	file := configKind + "-pools.yaml"
+	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	return file
+}
+
+// markV1beta1Ready does what the infrastructure provider of each pool and the control plane
+// provider would under the v1beta1 contract: status.ready, and the control plane initialized.
+func (m *managementCluster) markV1beta1Ready(t *testing.T, controlPlane schema.GroupVersionKind, status map[string]any, pools ...string) {
+	t.Helper()
+	for _, name := range pools {
+		infra := &unstructured.Unstructured{}
+		infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
+		infra.SetKind("TestMachinePool")
+		must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
+		m.markStatus(t, infra, map[string]any{"ready": true, "replicas": int64(0)})
+	}
+	cp := &unstructured.Unstructured{}
+	cp.SetGroupVersionKind(controlPlane)
+	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: clusterName}, cp))
+	m.markStatus(t, cp, status)
+}
+
+// checkNotAnEdit: every write of the object since the time was admitted, and the policy found
+// no in-place edit in a controller's (its audit annotation controller-write names what it
+// would have refused a person).
+func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resource, name string) []auditEvent {
+	t.Helper()
+	var writes []auditEvent
+	for _, e := range m.eventsSince(t, since) {
+		if e.resource() != resource && e.resource() != resource+"/status" || e.ObjectRef.Name != name || !e.isWrite() {
+			continue
+		}
+		writes = append(writes, e)
+		if e.code() >= 300 {
+			t.Errorf("refused: %s (auditID %s in %s)", e, e.AuditID, m.cp.auditLog)
+		}
+		if v, ok := e.Annotations[m.webhookName()+"/controller-write"]; ok {
+			t.Errorf("POLICY: a write of %s that only the provider's defaulter changed was judged an in-place edit: %s\n  %s\n  (auditID %s in %s)",
+				name, v, e, e.AuditID, m.cp.auditLog)
+		}
+	}
+	return writes
+}
+
+func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", false) }
+
+// TestV1beta1EraTemplate is opt-in (CLUSTER_TEST_RUN=TestV1beta1EraTemplate), not in `make
+// cluster-test`: it fails while the policy reads the format and imagePullPolicy that CAPI
+// v1.10's KubeadmConfigTemplate defaulter fills as edits of a template stored before it.
+func TestV1beta1EraTemplate(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", true) }
+
+// TestV1beta1EraDurations is opt-in (CLUSTER_TEST_RUN=TestV1beta1EraDurations), not in `make
+// cluster-test`: it fails while the policy reads the defaulter's re-marshalled durations as
+// an edit (testdata/v1beta1/kubeadmconfig-durations.yaml: `timeout: 5m` becomes `5m0s`).
+func TestV1beta1EraDurations(t *testing.T) { v1beta1Era(t, "kubeadmconfig-durations.yaml", false) }
+
+// v1beta1Era runs the steps with testdata/v1beta1/<manifest> as both configs; withTemplate: a
+// KubeadmConfigTemplate of the same spec, stored with them, and the template's steps first.
+func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
+	ctrllog.SetLogger(logr.Discard())
+	bin := clusterBinaries(t)
+	a := testArtifacts(t)
+	m := startV1beta1Cluster(t, a, bin, testControlPlane(t))
+	controlPlane := schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"}
+
+	// Two configs with the zero values CAPI v1.10's defaulter prunes, stored before it
+	// could: era-person gets a person's write first, era-cabpk CABPK's.
+	configs := []string{"era-person", "era-cabpk"}
+	var docs []string
+	for _, name := range configs {
+		docs = append(docs, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", name))
+	}
+	must(t, os.WriteFile(a.path("era.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	pools := m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
+	var template bootstrapTemplate
+	if withTemplate {
+		template = m.writeTemplate(t, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", "era"), "era")
+	}
+	restore := m.withoutDefaulter(t, "kubeadmconfigs", "kubeadmconfigtemplates")
+	for _, file := range []string{"era.yaml", pools} {
+		if r := m.person.run(t, "apply", "-f", file); r.err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		}
+	}
+	if withTemplate {
+		m.applyTemplate(t, template)
+	}
+	for _, name := range configs {
+		m.waitFor(t, kubeadmConfigV1beta1GVK, name, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
+			return controlledByPool(u, name)
+		})
+	}
+	stored := m.get(t, kubeadmConfigV1beta1GVK, "era-person")
+	t.Logf("era-person as stored before the defaulter:\n%s", specYAML(t, stored))
+	for _, path := range zeroValues {
+		if _, found, _ := unstructured.NestedFieldNoCopy(stored.Object, path...); !found {
+			t.Fatalf("the stored config lacks the zero value %s the test wrote", strings.Join(path, "."))
+		}
+	}
+	restore()
+
+	step(t, "a person's metadata-only change is admitted, the defaulter pruning the zero values", func(t *testing.T) {
+		since := time.Now()
+		m.labelAsPerson(t, kubeadmConfigV1beta1GVK, "era-person", "era.yaml", "CAPI v1.10.10")
+		m.admittedWithoutWarning(t, "annotate", "kubeadmconfig", "era-person", "-n", namespace, "fleet.example.com/owner=platform")
+		after := m.get(t, kubeadmConfigV1beta1GVK, "era-person")
+		t.Logf("era-person after the person's label (the defaulter ran):\n%s", specYAML(t, after))
+		for _, path := range zeroValues {
+			if _, found, _ := unstructured.NestedFieldNoCopy(after.Object, path...); found {
+				t.Errorf("the defaulter did not prune %s: the test shows nothing", strings.Join(path, "."))
+			}
+		}
+		if format, _, _ := unstructured.NestedString(after.Object, "spec", "format"); format != "cloud-config" {
+			t.Errorf("spec.format = %q, want the defaulter's cloud-config", format)
+		}
+		m.checkNotAnEdit(t, since, "kubeadmconfigs", "era-person")
+	})
+	if withTemplate {
+		m.templateSteps(t, template, "CAPI v1.10.10", [2]string{`max-pods: "110"`, `max-pods: "64"`},
+			"joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed")
+	}
+	step(t, "CABPK's first write and token rotations are admitted, none judged an edit", func(t *testing.T) {
+		since := time.Now()
+		m.markV1beta1Ready(t, controlPlane, map[string]any{"ready": true, "initialized": true}, configs...)
+		tokens := map[string][]string{}
+		deadline := time.Now().Add(3 * time.Minute)
+		for len(tokens["era-cabpk"]) < 3 || len(tokens["era-person"]) < 3 {
+			if time.Now().After(deadline) {
+				t.Fatalf("tokens CABPK wrote in 3m: %v, want 3 each (log: %s)", tokens, m.cabpkLog)
+			}
+			for _, name := range configs {
+				token, _, _ := unstructured.NestedString(m.get(t, kubeadmConfigV1beta1GVK, name).Object, tokenPath...)
+				if token != "" && !slices.Contains(tokens[name], token) {
+					tokens[name] = append(tokens[name], token)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("tokens CABPK wrote: %v", tokens)
+		for _, name := range configs {
+			var cabpk int
+			for _, e := range m.checkNotAnEdit(t, since, "kubeadmconfigs", name) {
+				if e.User.Username == m.cabpk && e.resource() == "kubeadmconfigs" {
+					cabpk++
+				}
+			}
+			if cabpk < 3 {
+				t.Errorf("the audit log shows %d CABPK writes of %s, want at least 3", cabpk, name)
+			}
+		}
+		m.checkNoWarningsTo(t, m.cabpkLog)
+		m.checkControllersAdmitted(t, since)
+		m.checkControllersJudged(t, true)
+	})
+	step(t, "re-applying the manifests with their zero values is admitted without a warning", func(t *testing.T) {
+		since := time.Now()
+		m.admittedWithoutWarning(t, "apply", "-f", "era.yaml")
+		m.admittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "era.yaml")
+		m.checkPersonAdmitted(t, since)
+	})
+	step(t, "a person's real edit is refused, naming the field", func(t *testing.T) {
+		edited := strings.Replace(string(readFile(t, a.path("era.yaml"))), `max-pods: "110"`, `max-pods: "64"`, 1)
+		must(t, os.WriteFile(a.path("era-edited.yaml"), []byte(edited), 0o644))
+		r := m.person.run(t, "apply", "-f", "era-edited.yaml")
+		for _, want := range []string{
+			fmt.Sprintf("admission webhook %q denied the request", m.webhookName()),
+			"spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed",
+			"The config is in use by MachinePool fleet/era-person",
+		} {
+			if r.err == nil || !strings.Contains(r.stderr, want) {
+				t.Errorf("want a refusal with %q: %v\n%s", want, r.err, r.stderr)
+			}
+		}
+	})
+	step(t, "no controller write was refused by the policy in the whole run", func(t *testing.T) {
+		m.checkControllersAdmitted(t, time.Time{})
+		m.checkControllersJudged(t, true)
+	})
+}
+
+// testArtifacts is newArtifacts' folder for this test alone, <artifacts>/<test name>: `make
+// cluster-test` runs it after TestCluster, whose logs stay in <artifacts>.
+func testArtifacts(t *testing.T) *artifacts {
+	t.Helper()
+	base := os.Getenv("CLUSTER_TEST_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join("..", "target", "cluster-test")
+	}
+	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
+	return newArtifacts(t)
+}
+
+// specYAML is the object's spec, for the log.
+func specYAML(t *testing.T, u *unstructured.Unstructured) string {
+	t.Helper()
+	out, err := yaml.Marshal(u.Object["spec"])
+	must(t, err)
+	return string(out)
+}
+
+// testControlPlane creates the test's own control plane for Cluster c1.
+func testControlPlane(t *testing.T) func(m *managementCluster) string {
+	return func(m *managementCluster) string {
+		m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestControlPlane
+metadata: {name: %s, namespace: %s}
+spec: {version: v1.34.3}`, clusterName, namespace))})
+		return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", clusterName)
+	}
+}
+
+// zeroValues are the paths of testdata/v1beta1/kubeadmconfig.yaml that CAPI v1.10's defaulter
+// prunes: omitempty fields at their zero value.
+// (files[0].append too, which a path without list indices cannot name).
+var zeroValues = [][]string{
+	{"spec", "useExperimentalRetryJoin"},
+	{"spec", "preKubeadmCommands"},
+	{"spec", "joinConfiguration", "skipPhases"},
+	{"spec", "joinConfiguration", "discovery", "bootstrapToken", "unsafeSkipCAVerification"},
+	{"spec", "joinConfiguration", "nodeRegistration", "ignorePreflightErrors"},
+}
