@@ -852,6 +852,39 @@ scenario("clusterctl-move-create-moved-config",
          settings=CA, session=[])
 
 
+# --- CAPI v1.10's KubeadmConfigTemplate defaulter (found in the cluster test, TestV1beta1EraTemplate):
+# a template stored before the defaulter ran gets format and imagePullPolicy on the next write,
+# a person's label-only change included.
+def v110_template_defaults(o):
+    spec = o["spec"]["template"]["spec"]
+    spec["format"] = "cloud-config"
+    spec.setdefault("joinConfiguration", {}).setdefault("nodeRegistration", {})["imagePullPolicy"] = "IfNotPresent"
+t_stored = kubeadm_template("v1beta1")
+t_labelled = edited(t_stored, v110_template_defaults)
+t_labelled["metadata"].setdefault("labels", {})["team"] = "platform"
+scenario("kubeadmconfigtemplate-v1beta1-label-with-v110-defaults",
+         "v1beta1: a label-only update of a template stored before CAPI v1.10's defaulter, which fills format and imagePullPolicy: allowed",
+         request("UPDATE", t_labelled, t_stored),
+         {"allowed": True, "warnings": 0})
+
+# --- CAPI v1.10's defaulters re-marshal v1beta1 durations (found in the cluster test,
+# TestV1beta1Era): a stored `timeout: 5m` comes back `5m0s` on a person's label-only change.
+def with_timeout(text):
+    def f(o):
+        o["spec"]["joinConfiguration"]["discovery"]["timeout"] = text
+    return f
+c_stored = edited(kubeadm_config("v1beta1"), with_timeout("5m"))
+c_labelled = edited(c_stored, with_timeout("5m0s"))
+c_labelled["metadata"].setdefault("labels", {})["team"] = "platform"
+scenario("kubeadmconfig-v1beta1-label-with-remarshalled-duration",
+         "v1beta1: a label-only update whose discovery.timeout CAPI v1.10's defaulter re-marshalled (5m -> 5m0s): allowed",
+         request("UPDATE", c_labelled, c_stored),
+         {"allowed": True, "warnings": 0})
+scenario("kubeadmconfig-v1beta1-duration-changed",
+         "v1beta1: discovery.timeout changed to another duration is an edit, named by its path",
+         request("UPDATE", edited(c_stored, with_timeout("10m")), c_stored),
+         {"allowed": False, "code": 403, "messageContains": ["[spec.joinConfiguration.discovery.timeout: Forbidden: changed]"]})
+
 def write():
     keep = set()
     for name, description, req, expect, settings, session in SCENARIOS:

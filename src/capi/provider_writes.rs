@@ -89,6 +89,17 @@ const K3S_FILL_ONCE: &[PathPattern] = &[
 const RKE2_FILL_ONCE: &[PathPattern] = &[builtin_path! { spec.agentConfig.format }];
 const RKE2_TEMPLATE_FILL_ONCE: &[PathPattern] =
     &[builtin_path! { spec.template.spec.agentConfig.format }];
+/// CAPI v1.10's KubeadmConfigTemplate defaulter (bootstrap/kubeadm/internal/webhooks,
+/// `KubeadmConfigTemplate.Default` calls the config's defaults on `spec.template.spec`):
+/// `format` and the nodeRegistrations' `imagePullPolicy` when empty, and the exec plugin's
+/// `apiVersion`. Seen in the cluster test (TestV1beta1EraTemplate): a person's label of a
+/// template stored before the defaulter was refused as `...format: Forbidden: added`.
+const KUBEADM_TEMPLATE_FILL_ONCE: &[PathPattern] = &[
+    builtin_path! { spec.template.spec.format },
+    builtin_path! { spec.template.spec.initConfiguration.nodeRegistration.imagePullPolicy },
+    builtin_path! { spec.template.spec.joinConfiguration.nodeRegistration.imagePullPolicy },
+    builtin_path! { spec.template.spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion },
+];
 
 fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules {
     FieldRules {
@@ -108,11 +119,13 @@ pub(crate) fn default_field_rules(kind: &str) -> FieldRules {
     }
 }
 
-/// The built-in non-compared fields of a bootstrap template kind (`RKE2ConfigTemplate`): only
+/// The built-in non-compared fields of a bootstrap template kind (`RKE2ConfigTemplate`,
+/// `KubeadmConfigTemplate`): only
 /// what a defaulting webhook writes; no controller writes into a template's spec.
 pub(crate) fn default_template_field_rules(kind: &str) -> FieldRules {
     match kind {
         "RKE2ConfigTemplate" => rules(&[], RKE2_TEMPLATE_FILL_ONCE),
+        "KubeadmConfigTemplate" => rules(&[], KUBEADM_TEMPLATE_FILL_ONCE),
         _ => FieldRules::default(),
     }
 }
@@ -137,6 +150,9 @@ pub(crate) fn as_defaulted<'a, 'n>(
     old: Option<&'a Node<'n>>,
     new: Option<&'a Node<'n>>,
 ) -> (Option<Cow<'a, Node<'n>>>, Option<Cow<'a, Node<'n>>>) {
+    if config_kind == "KubeadmConfig" {
+        return kubeadm_durations_by_value(old, new);
+    }
     let user_data = |spec: Option<&'a Node<'n>>| spec.and_then(|s| s.at(&USER_DATA));
     if config_kind != "RKE2Config" || user_data(old) == user_data(new) {
         return (old.map(Cow::Borrowed), new.map(Cow::Borrowed));
@@ -157,6 +173,139 @@ pub(crate) fn as_defaulted<'a, 'n>(
         })
     };
     (normalise(old), normalise(new))
+}
+
+/// The v1beta1 `metav1.Duration` fields of a KubeadmConfig spec (or a template's
+/// `spec.template.spec`), which CAPI v1.10's defaulter re-marshals on every write: a stored
+/// `5m` comes back `5m0s` (seen in the cluster test, TestV1beta1EraDurations, on a person's
+/// label). `initConfiguration.bootstrapTokens[].ttl` too, below.
+const KUBEADM_DURATIONS: [&[&str]; 2] = [
+    &["joinConfiguration", "discovery", "timeout"],
+    &[
+        "clusterConfiguration",
+        "apiServer",
+        "timeoutForControlPlane",
+    ],
+];
+
+/// Both specs with every duration field that Go's time.ParseDuration reads written as its
+/// value (after a NUL, so it never equals a plain text): `5m` and `5m0s` compare equal, `5m`
+/// and `6m` do not, and a change is still reported at the field. Borrowed when no duration
+/// field's text differs.
+fn kubeadm_durations_by_value<'a, 'n>(
+    old: Option<&'a Node<'n>>,
+    new: Option<&'a Node<'n>>,
+) -> (Option<Cow<'a, Node<'n>>>, Option<Cow<'a, Node<'n>>>) {
+    let texts = |spec: Option<&Node<'n>>| -> Vec<Option<String>> {
+        let mut out: Vec<Option<String>> = KUBEADM_DURATIONS
+            .iter()
+            .map(|path| {
+                spec.and_then(|s| s.at(path))
+                    .and_then(|v| v.as_str())
+                    .map(|t| t.to_str().into_owned())
+            })
+            .collect();
+        if let Some(Node::Array(tokens)) =
+            spec.and_then(|s| s.at(&["initConfiguration", "bootstrapTokens"]))
+        {
+            out.extend(tokens.iter().map(|t| {
+                t.at(&["ttl"])
+                    .and_then(|v| v.as_str())
+                    .map(|s| s.to_str().into_owned())
+            }));
+        }
+        out
+    };
+    if texts(old) == texts(new) {
+        return (old.map(Cow::Borrowed), new.map(Cow::Borrowed));
+    }
+    let by_value = |value: &mut Node<'n>| {
+        let nanos = value.as_str().and_then(|t| go_duration_nanos(&t.to_str()));
+        if let Some(nanos) = nanos {
+            *value = Node::String(Str::Plain(Cow::Owned(format!("\u{0}duration:{nanos}"))));
+        }
+    };
+    let normalise = |spec: Option<&'a Node<'n>>| {
+        spec.map(|spec| {
+            let mut spec = spec.clone();
+            for path in KUBEADM_DURATIONS {
+                if let Some(value) = at_mut(&mut spec, path) {
+                    by_value(value);
+                }
+            }
+            if let Some(Node::Array(tokens)) =
+                at_mut(&mut spec, &["initConfiguration", "bootstrapTokens"])
+            {
+                for token in tokens.iter_mut() {
+                    if let Some(ttl) = token.get_mut("ttl") {
+                        by_value(ttl);
+                    }
+                }
+            }
+            Cow::Owned(spec)
+        })
+    };
+    (normalise(old), normalise(new))
+}
+
+/// Go's time.ParseDuration, to whole nanoseconds: an optional sign, then `0` or one or more
+/// decimal numbers (a fraction allowed) each with its unit, `ns`, `us` (`µs`, `μs`), `ms`, `s`,
+/// `m`, `h`. `None` for anything Go refuses.
+fn go_duration_nanos(text: &str) -> Option<i128> {
+    let (sign, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (-1, r),
+        None => (1, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: i128 = 0;
+    while !rest.is_empty() {
+        let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+        let whole_len = digits(rest);
+        let whole = &rest[..whole_len];
+        rest = &rest[whole_len..];
+        let mut fraction = "";
+        if let Some(r) = rest.strip_prefix('.') {
+            let len = digits(r);
+            fraction = &r[..len];
+            rest = &r[len..];
+        }
+        if whole.is_empty() && fraction.is_empty() {
+            return None;
+        }
+        let unit_len = rest
+            .char_indices()
+            .find(|(_, c)| *c == '.' || c.is_ascii_digit())
+            .map_or(rest.len(), |(i, _)| i);
+        let unit: i128 = match &rest[..unit_len] {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        let whole: i128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().ok()?
+        };
+        let mut value = whole.checked_mul(unit)?;
+        if !fraction.is_empty() {
+            let digits = fraction.len().min(18) as u32;
+            let numerator: i128 = fraction[..digits as usize].parse().ok()?;
+            value =
+                value.checked_add(numerator.checked_mul(unit)? / 10i128.checked_pow(digits)?)?;
+        }
+        total = total.checked_add(value)?;
+    }
+    Some(sign * total)
 }
 
 fn at_mut<'a, 'n>(node: &'a mut Node<'n>, keys: &[&str]) -> Option<&'a mut Node<'n>> {
@@ -229,6 +378,7 @@ mod tests {
     #[case::k3s(default_field_rules("KThreesConfig"), 0, 3)]
     #[case::rke2(default_field_rules("RKE2Config"), 0, 1)]
     #[case::rke2_template(default_template_field_rules("RKE2ConfigTemplate"), 0, 1)]
+    #[case::kubeadm_template(default_template_field_rules("KubeadmConfigTemplate"), 0, 4)]
     fn builtin_patterns_are_what_their_text_parses_to(
         #[case] rules: FieldRules,
         #[case] ignored: usize,
@@ -258,6 +408,65 @@ mod tests {
         .into_iter()
         .map(|c| format!("{} {}", c.path, c.kind.as_str()))
         .collect()
+    }
+
+    #[rstest]
+    #[case::minutes("5m", Some(300_000_000_000))]
+    #[case::as_go_writes_it("5m0s", Some(300_000_000_000))]
+    #[case::hours_and_minutes("1h30m", Some(5_400_000_000_000))]
+    #[case::fraction("1.5s", Some(1_500_000_000))]
+    #[case::leading_dot(".5s", Some(500_000_000))]
+    #[case::micro_sign("3\u{b5}s", Some(3_000))]
+    #[case::zero("0", Some(0))]
+    #[case::negative("-2m", Some(-120_000_000_000))]
+    #[case::no_unit("5", None)]
+    #[case::unknown_unit("5d", None)]
+    #[case::empty("", None)]
+    #[case::only_a_sign("-", None)]
+    #[case::overflow("99999999999999999999999999999999999999h", None)]
+    fn durations_are_read_as_go_reads_them(#[case] text: &str, #[case] nanos: Option<i128>) {
+        assert_eq!(go_duration_nanos(text), nanos);
+    }
+
+    /// CAPI v1.10's defaulter re-marshals v1beta1 durations (cluster test,
+    /// TestV1beta1EraDurations): the same value is no change, another value is.
+    #[rstest]
+    #[case::discovery_timeout_remarshalled(
+        json!({"joinConfiguration": {"discovery": {"timeout": "5m"}}}),
+        json!({"joinConfiguration": {"discovery": {"timeout": "5m0s"}}}),
+        &[],
+    )]
+    #[case::control_plane_timeout_remarshalled(
+        json!({"clusterConfiguration": {"apiServer": {"timeoutForControlPlane": "4m"}}}),
+        json!({"clusterConfiguration": {"apiServer": {"timeoutForControlPlane": "4m0s"}}}),
+        &[],
+    )]
+    #[case::token_ttls_remarshalled(
+        json!({"initConfiguration": {"bootstrapTokens": [{"ttl": "24h"}, {"ttl": "90m"}]}}),
+        json!({"initConfiguration": {"bootstrapTokens": [{"ttl": "24h0m0s"}, {"ttl": "1h30m0s"}]}}),
+        &[],
+    )]
+    #[case::another_value(
+        json!({"joinConfiguration": {"discovery": {"timeout": "5m"}}}),
+        json!({"joinConfiguration": {"discovery": {"timeout": "6m0s"}}}),
+        &["spec.joinConfiguration.discovery.timeout changed"],
+    )]
+    #[case::not_a_duration_stays_text(
+        json!({"joinConfiguration": {"discovery": {"timeout": "soon"}}}),
+        json!({"joinConfiguration": {"discovery": {"timeout": "later"}}}),
+        &["spec.joinConfiguration.discovery.timeout changed"],
+    )]
+    #[case::other_fields_still_compared(
+        json!({"joinConfiguration": {"discovery": {"timeout": "5m"}, "caCertPath": "/a"}}),
+        json!({"joinConfiguration": {"discovery": {"timeout": "5m0s"}, "caCertPath": "/b"}}),
+        &["spec.joinConfiguration.caCertPath changed"],
+    )]
+    fn kubeadm_durations_compare_by_value(
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] expected: &[&str],
+    ) {
+        assert_eq!(changes("KubeadmConfig", old, new), expected);
     }
 
     fn user_data(data: Value) -> Value {
@@ -334,6 +543,34 @@ mod tests {
             crate::diff::changed_fields_at(&root, Some(&old), Some(&new), &kubeadm).len(),
             1
         );
+    }
+
+    /// What CAPI v1.10's KubeadmConfigTemplate defaulter wrote into a template stored before it
+    /// ran (cluster test, TestV1beta1EraTemplate), and a person's real edit beside it.
+    #[rstest]
+    #[case::format_and_pull_policy_filled(
+        json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "110"}}}}),
+        json!({"format": "cloud-config", "joinConfiguration": {"nodeRegistration": {"imagePullPolicy": "IfNotPresent", "kubeletExtraArgs": {"max-pods": "110"}}}}),
+        &[],
+    )]
+    #[case::a_real_edit_still_counts(
+        json!({"format": "cloud-config", "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "110"}}}}),
+        json!({"format": "ignition", "joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "110"}}}}),
+        &["spec.template.spec.format"],
+    )]
+    fn kubeadm_templates_get_the_v1beta1_defaults_under_spec_template_spec(
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] changed: &[&str],
+    ) {
+        let rules = default_template_field_rules("KubeadmConfigTemplate");
+        let root = ["spec", "template", "spec"];
+        let found: Vec<String> =
+            crate::diff::changed_fields_at(&root, Some(&old), Some(&new), &rules)
+                .iter()
+                .map(|c| c.path.to_string())
+                .collect();
+        assert_eq!(found, changed);
     }
 
     #[test]
