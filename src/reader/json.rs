@@ -14,6 +14,7 @@
 use std::borrow::Cow;
 
 /// serde_json's recursion limit: the 128th nested list or object is refused.
+#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 const MAX_DEPTH: usize = 128;
 
 /// Why the reader refused its input (serde_json's message is the one reported).
@@ -46,6 +47,16 @@ pub struct Text<'a> {
 }
 
 impl<'a> Text<'a> {
+    /// A string already unescaped (the serde reader's).
+    #[cfg(feature = "serde-reader")]
+    pub(crate) fn unescaped(s: &'a str) -> Text<'a> {
+        Text {
+            raw: s.as_bytes(),
+            escaped: false,
+            len: s.len(),
+        }
+    }
+
     /// The text as written between the quotes.
     pub fn raw(&self) -> &'a [u8] {
         self.raw
@@ -566,8 +577,12 @@ pub enum Next {
     Null,
 }
 
+#[cfg(feature = "serde-reader")]
+pub use super::serde_reader::{read_document, Reader};
+
 /// A pull reader over one JSON document. Each `read_*`/`skip` call takes exactly one value;
 /// [`Reader::finish`] checks that nothing but whitespace follows the document.
+#[cfg(not(feature = "serde-reader"))]
 pub struct Reader<'a> {
     input: &'a [u8],
     pos: usize,
@@ -575,6 +590,7 @@ pub struct Reader<'a> {
 }
 
 /// The letters of the one-letter escapes: `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`.
+#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 const SIMPLE_ESCAPE: [bool; 256] = {
     let mut table = [false; 256];
     let letters = *b"\"\\/bfnrt";
@@ -590,6 +606,7 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The bytes of `word` a string scan must stop at: `"`, `\`, control characters, non-ASCII.
+#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 fn special(word: u64) -> u64 {
     bytes_equal_to(word, b'"')
         | bytes_equal_to(word, b'\\')
@@ -603,6 +620,7 @@ fn bytes_equal_to(word: u64, byte: u8) -> u64 {
     x.wrapping_sub(ONES) & !x & HIGHS
 }
 
+#[cfg(not(feature = "serde-reader"))]
 impl<'a> Reader<'a> {
     pub fn new(input: &'a [u8]) -> Self {
         Reader {
@@ -996,6 +1014,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads a whole document with `read`, refusing trailing characters.
+#[cfg(not(feature = "serde-reader"))]
 pub fn read_document<'a, T>(
     input: &'a [u8],
     read: impl FnOnce(&mut Reader<'a>) -> Read<T>,

@@ -6,3 +6,5 @@
 pub mod json;
 pub mod object;
 pub mod request;
+#[cfg(feature = "serde-reader")]
+mod serde_reader;
