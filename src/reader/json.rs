@@ -133,6 +133,12 @@ impl<'a> Text<'a> {
     /// handed over from that word, so the text is read once and nothing is cut.
     pub fn for_each_byte(&self, mut put: impl FnMut(u8)) {
         let bytes = self.raw;
+        // The serde reader's texts are unescaped already (a backslash is a backslash).
+        #[cfg(feature = "serde-reader")]
+        if !self.escaped {
+            bytes.iter().for_each(|&b| put(b));
+            return;
+        }
         let mut i = 0;
         while i < bytes.len() {
             if let Some(chunk) = bytes.get(i..i + 8) {
