@@ -14,7 +14,6 @@
 use std::borrow::Cow;
 
 /// serde_json's recursion limit: the 128th nested list or object is refused.
-#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 const MAX_DEPTH: usize = 128;
 
 /// Why the reader refused its input (serde_json's message is the one reported).
@@ -47,16 +46,6 @@ pub struct Text<'a> {
 }
 
 impl<'a> Text<'a> {
-    /// A string already unescaped (the serde reader's).
-    #[cfg(feature = "serde-reader")]
-    pub(crate) fn unescaped(s: &'a str) -> Text<'a> {
-        Text {
-            raw: s.as_bytes(),
-            escaped: false,
-            len: s.len(),
-        }
-    }
-
     /// The text as written between the quotes.
     pub fn raw(&self) -> &'a [u8] {
         self.raw
@@ -133,12 +122,6 @@ impl<'a> Text<'a> {
     /// handed over from that word, so the text is read once and nothing is cut.
     pub fn for_each_byte(&self, mut put: impl FnMut(u8)) {
         let bytes = self.raw;
-        // The serde reader's texts are unescaped already (a backslash is a backslash).
-        #[cfg(feature = "serde-reader")]
-        if !self.escaped {
-            bytes.iter().for_each(|&b| put(b));
-            return;
-        }
         let mut i = 0;
         while i < bytes.len() {
             if let Some(chunk) = bytes.get(i..i + 8) {
@@ -583,12 +566,8 @@ pub enum Next {
     Null,
 }
 
-#[cfg(feature = "serde-reader")]
-pub use super::serde_reader::{read_document, Reader};
-
 /// A pull reader over one JSON document. Each `read_*`/`skip` call takes exactly one value;
 /// [`Reader::finish`] checks that nothing but whitespace follows the document.
-#[cfg(not(feature = "serde-reader"))]
 pub struct Reader<'a> {
     input: &'a [u8],
     pos: usize,
@@ -596,7 +575,6 @@ pub struct Reader<'a> {
 }
 
 /// The letters of the one-letter escapes: `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`.
-#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 const SIMPLE_ESCAPE: [bool; 256] = {
     let mut table = [false; 256];
     let letters = *b"\"\\/bfnrt";
@@ -612,7 +590,6 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
 /// The bytes of `word` a string scan must stop at: `"`, `\`, control characters, non-ASCII.
-#[cfg_attr(feature = "serde-reader", allow(dead_code))]
 fn special(word: u64) -> u64 {
     bytes_equal_to(word, b'"')
         | bytes_equal_to(word, b'\\')
@@ -626,7 +603,6 @@ fn bytes_equal_to(word: u64, byte: u8) -> u64 {
     x.wrapping_sub(ONES) & !x & HIGHS
 }
 
-#[cfg(not(feature = "serde-reader"))]
 impl<'a> Reader<'a> {
     pub fn new(input: &'a [u8]) -> Self {
         Reader {
@@ -1020,7 +996,6 @@ impl<'a> Reader<'a> {
 }
 
 /// Reads a whole document with `read`, refusing trailing characters.
-#[cfg(not(feature = "serde-reader"))]
 pub fn read_document<'a, T>(
     input: &'a [u8],
     read: impl FnOnce(&mut Reader<'a>) -> Read<T>,

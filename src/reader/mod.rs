@@ -6,5 +6,3 @@
 pub mod json;
 pub mod object;
 pub mod request;
-#[cfg(feature = "serde-reader")]
-mod serde_reader;
