@@ -237,23 +237,26 @@ fn yaml_node(
         }
         Event::MappingStart(_, None) => {
             let mut fields: Vec<(Str<'static>, Node<'static>)> = Vec::new();
+            let mut texts: Vec<String> = Vec::new();
             loop {
-                let key = match events.next()? {
+                let (key, style) = match events.next()? {
                     Event::MappingEnd => break,
                     Event::Scalar(key, style, _, None) => (key, style),
                     _ => return None, // a map or list as a key: yaml.v3 refuses it
                 };
+                // yaml.v3 refuses a key's text twice, whatever its style; a merge key it merges.
+                if key == "<<" || texts.contains(&key) {
+                    return None;
+                }
+                texts.push(key.clone());
                 let value = yaml_node(events.next()?, events, depth + 1)?;
-                let key = match (depth, key) {
-                    (_, (key, _)) if key == "<<" => return None, // a merge key
-                    (0, (key, style)) => match scalar(&key, style) {
-                        Scalar::Null => continue,
-                        _ => escaped(key),
-                    },
-                    (_, (key, style)) => scalar(&key, style).key(),
+                let key = match (depth, scalar(&key, style)) {
+                    (0, Scalar::Null) => continue,
+                    (0, _) => escaped(key),
+                    (_, resolved) => resolved.key(),
                 };
                 if fields.iter().any(|(k, _)| k.to_str() == key.as_str()) {
-                    return None; // yaml.v3 refuses a key twice
+                    return None; // two texts of one value (`8`, `010`): compared as text
                 }
                 fields.push((Str::Plain(Cow::Owned(key)), value));
             }
@@ -647,17 +650,20 @@ mod tests {
     // re-emits them its way (found in the real cluster, cluster-test TestRKE2DefaulterNumbers).
     #[case::rke2_float_written_as_an_integer("RKE2Config", user_data(json!({"power_state": "{mode: reboot, timeout: 30.0}"})), user_data(json!({"power_state": "\n  mode: reboot\n  timeout: 30\n  "})))]
     #[case::rke2_leading_zero_is_octal("RKE2Config", user_data(json!({"swap": "{filename: /swap.img, size: auto, maxsize: 010}"})), user_data(json!({"swap": "\n  filename: /swap.img\n  maxsize: 8\n  size: auto\n  "})))]
-    #[case::rke2_exponent_without_a_point("RKE2Config", user_data(json!({"x": "{n: 1e3}"})), user_data(json!({"x": "\n  n: 1000\n  "})))]
-    #[case::rke2_underscores_in_an_integer("RKE2Config", user_data(json!({"x": "{n: 1_000}"})), user_data(json!({"x": "\n  n: 1000\n  "})))]
-    #[case::rke2_binary_integer("RKE2Config", user_data(json!({"x": "{n: 0b101}"})), user_data(json!({"x": "\n  n: 5\n  "})))]
+    #[case::rke2_exponent_without_a_point("RKE2Config", user_data(json!({"x": "{n: 1e3}"})), user_data(json!({"x": "\n  \"n\": 1000\n  "})))]
+    #[case::rke2_underscores_in_an_integer("RKE2Config", user_data(json!({"x": "{n: 1_000}"})), user_data(json!({"x": "\n  \"n\": 1000\n  "})))]
+    #[case::rke2_binary_integer("RKE2Config", user_data(json!({"x": "{n: 0b101}"})), user_data(json!({"x": "\n  \"n\": 5\n  "})))]
     #[case::rke2_date_is_a_timestamp("RKE2Config", user_data(json!({"x": "{d: 2001-12-14}"})), user_data(json!({"x": "\n  d: 2001-12-14T00:00:00Z\n  "})))]
     #[case::rke2_timestamp_with_an_offset("RKE2Config", user_data(json!({"x": "{d: 2001-12-14t21:59:43.100-05:00}"})), user_data(json!({"x": "\n  d: 2001-12-14T21:59:43.1-05:00\n  "})))]
-    #[case::rke2_plus_sign("RKE2Config", user_data(json!({"x": "{n: +5}"})), user_data(json!({"x": "\n  n: 5\n  "})))]
+    #[case::rke2_plus_sign("RKE2Config", user_data(json!({"x": "{n: +5}"})), user_data(json!({"x": "\n  \"n\": 5\n  "})))]
     #[case::rke2_capitalised_bool("RKE2Config", user_data(json!({"x": "{b: False}"})), user_data(json!({"x": "\n  b: false\n  "})))]
     #[case::rke2_yes_is_a_string("RKE2Config", user_data(json!({"x": "{b: yes}"})), user_data(json!({"x": "\n  b: \"yes\"\n  "})))]
     #[case::rke2_hex_and_octal("RKE2Config", user_data(json!({"x": "{h: 0x1F, o: 0o17}"})), user_data(json!({"x": "\n  h: 31\n  o: 15\n  "})))]
-    #[case::rke2_null("RKE2Config", user_data(json!({"x": "{n: ~}"})), user_data(json!({"x": "\n  n: null\n  "})))]
+    #[case::rke2_null("RKE2Config", user_data(json!({"x": "{n: ~}"})), user_data(json!({"x": "\n  \"n\": null\n  "})))]
     #[case::rke2_floats("RKE2Config", user_data(json!({"x": "[.5, .inf, 1.50]"})), user_data(json!({"x": "\n- 0.5\n- .inf\n- 1.5\n"})))]
+    #[case::rke2_large_float_keeps_its_exponent("RKE2Config", user_data(json!({"x": "{n: 1e6, m: 09}"})), user_data(json!({"x": "\n  m: 9\n  \"n\": 1e+06\n  "})))]
+    #[case::rke2_space_separated_timestamp("RKE2Config", user_data(json!({"x": "{t: 2001-12-14 1:2:3}"})), user_data(json!({"x": "\n  t: 2001-12-14T01:02:03Z\n  "})))]
+    #[case::rke2_null_value_becomes_an_empty_map("RKE2Config", user_data(json!({"x": "~"})), user_data(json!({"x": "\n  {}\n  "})))]
     #[case::rke2_quoted_digits_stay_a_string("RKE2Config", user_data(json!({"x": "{s: '010'}"})), user_data(json!({"x": "\n  s: \"010\"\n  "})))]
     // RKE2 v0.20.1+ prunes like CAPI v1.10 (the same controller-runtime option).
     #[case::rke2_prunes("RKE2Config", json!({"agentConfig": {"format": "cloud-config", "airGapped": false, "nodeName": ""}}), json!({"agentConfig": {"format": "cloud-config"}}))]
@@ -833,14 +839,16 @@ mod tests {
     )]
     // Deeper keys keep their type: a number key is not the string of its digits.
     #[case::nested_keys_keep_their_type(
-        "x: {1: a, '1': b, 010: c}",
-        Some("{\"x\":{\"\\u00001\":\"a\",\"\\u00008\":\"c\",\"1\":\"b\"}}")
+        "x: {1: a, '2': b, 010: c}",
+        Some("{\"x\":{\"\\u00001\":\"a\",\"\\u00008\":\"c\",\"2\":\"b\"}}")
     )]
     #[case::infinity("x: .inf", Some("{\"x\":\"\\u0000float:.inf\"}"))]
     #[case::null_document("~", Some("{}"))]
     #[case::tagged("x: !!str 5", None)]
     #[case::merge_key("x: {<<: {a: 1}}", None)]
     #[case::duplicate_key("{a: 1, a: 2}", None)]
+    #[case::duplicate_key_text("x: {1: a, '1': b}", None)]
+    #[case::duplicate_null_key("~: a\nnull: b\n~: c", None)]
     #[case::escaped("x: \"q\\\"\\n\"", Some("{\"x\":\"q\\\"\\n\"}"))]
     #[case::a_scalar("plain text", None)]
     #[case::unreadable("a: [", None)]
