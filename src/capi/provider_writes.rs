@@ -324,9 +324,7 @@ impl Scalar {
 /// (`30.0` is written `30`), `None` for infinities and NaN.
 fn float_number(f: f64) -> Option<Number> {
     // -2^63 <= f < 2^63: exactly representable bounds, so the cast is exact.
-    if f.fract() == 0.0
-        && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f)
-    {
+    if f.fract() == 0.0 && (i64::MIN as f64..-(i64::MIN as f64)).contains(&f) {
         return Some(Number::from(f as i64));
     }
     Number::from_f64(f)
@@ -458,7 +456,7 @@ fn is_float_text(s: &str, after_dot: bool) -> bool {
     match rest.as_bytes().first() {
         None => true,
         Some(b'e' | b'E') => {
-            let exponent = rest[1..].trim_start_matches(|c| c == '+' || c == '-');
+            let exponent = rest[1..].trim_start_matches(['+', '-']);
             let signs = rest.len() - 1 - exponent.len();
             signs <= 1 && !exponent.is_empty() && digits(exponent) == exponent.len()
         }
