@@ -851,6 +851,20 @@ scenario("clusterctl-move-create-moved-config",
          {"allowed": True, "warnings": 0},
          settings=CA, session=[])
 
+# RKE2's defaulter reads plain scalars as gopkg.in/yaml.v3 does (found in the real cluster,
+# cluster-test TestRKE2DefaulterNumbers, testdata/providers/rke2config-numbers.yaml): `30.0` is
+# re-emitted `30`, `010` is octal and re-emitted `8`. A person's label of a config stored before
+# the defaulter carries that text: no edit.
+RKE2_NUMBERS = dict(RKE2_DATA, power_state="{mode: reboot, delay: now, timeout: 30.0}",
+                    swap="{filename: /swap.img, size: auto, maxsize: 010}")
+RKE2_NUMBERS_DEFAULTED = dict(RKE2_DEFAULTED, power_state="\n  delay: now\n  mode: reboot\n  timeout: 30\n  ",
+                              swap="\n  filename: /swap.img\n  maxsize: 8\n  size: auto\n  ")
+rke2_numbers = rke2_config("v1beta1", rke2_agent(RKE2_NUMBERS, fmt=None))
+scenario("rke2config-v1beta1-label-edit-defaulted-numbers",
+         "a label edit of an older RKE2Config whose user data has 30.0 and 010, re-emitted by RKE2's defaulter (yaml.v3) as 30 and 8: allowed",
+         request("UPDATE", edited(rke2_numbers, lambda o: (o["spec"].update(agentConfig=rke2_agent(RKE2_NUMBERS_DEFAULTED)), o["metadata"]["labels"].update(team="payments"))), rke2_numbers),
+         {"allowed": True, "warnings": 0})
+
 
 # --- CAPI v1.10's KubeadmConfigTemplate defaulter (found in the cluster test, TestV1beta1EraTemplate):
 # a template stored before the defaulter ran gets format and imagePullPolicy on the next write,
