@@ -130,10 +130,11 @@ spec:
 	}
 }
 
-// TestRKE2DefaulterNumbers is opt-in (CLUSTER_TEST_RUN=TestRKE2DefaulterNumbers), not in
-// `make cluster-test`: it fails while the policy reads RKE2's re-emitted user data with YAML
-// 1.2 rules that gopkg.in/yaml.v3 does not follow (testdata/providers/rke2config-numbers.yaml),
-// and so refuses a person's label of a config stored before the defaulter.
+// TestRKE2DefaulterNumbers: RKE2's defaulter re-emits user data with gopkg.in/yaml.v3, which
+// reads plain scalars by rules of its own, not YAML 1.2's (testdata/providers/
+// rke2config-numbers.yaml: `30.0` re-emitted `30`, `010` octal, re-emitted `8`); the policy
+// reads them as yaml.v3 does, so a person's label of a config stored before the defaulter is
+// admitted. It failed while the policy used YAML 1.2's rules.
 func TestRKE2DefaulterNumbers(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)

@@ -15,8 +15,9 @@ cd "$(dirname "$0")"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # CAPI_MODULES=. (as make cluster-soak sets) runs this module's release only.
 read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
-# CAPI v1.10.10 and the RKE2 and k3s bootstrap providers (TestV1beta1Era, TestProviderWebhooks)
-# come from modules of their own, built by capi/build.sh; make cluster-soak needs none.
+# CAPI v1.10.10 and the RKE2 and k3s bootstrap providers (TestV1beta1Era, TestProviderWebhooks,
+# TestRKE2DefaulterNumbers) come from modules of their own, built by capi/build.sh; make
+# cluster-soak needs none.
 if [ -z "${CAPI_MODULES:-}" ]; then
 	for module in v1.10 rke2-v0.20; do capi/build.sh "$module" >/dev/null; done
 fi
@@ -50,16 +51,16 @@ for module in "${capi_modules[@]}"; do
 		"${CLUSTER_TEST_TIMEOUT:-30m}" "${CLUSTER_TEST_RUN:-TestCluster}" ||
 		failed+=("$version")
 done
-# TestV1beta1Era and TestProviderWebhooks install their own CAPI (v1.10.10) and providers: they
-# run once, with this module's etcd, kube-apiserver and kubectl, logs in
-# ../target/cluster-test/<test>/. One alone: CLUSTER_TEST_RUN=TestV1beta1Era CAPI_VERSIONS=v1.12.10.
+# TestV1beta1Era, TestProviderWebhooks and TestRKE2DefaulterNumbers install their own CAPI
+# (v1.10.10) and providers: they run once, with this module's etcd, kube-apiserver and kubectl,
+# logs in ../target/cluster-test/<test>/. One alone: CLUSTER_TEST_RUN=TestV1beta1Era CAPI_VERSIONS=v1.12.10.
 if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
 	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
 	CLUSTER_BIN=$(./build.sh .) CLUSTER_TEST_ARTIFACTS=${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test} \
 		GOPROXY=off "${netns[@]}" sh -c \
 		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
-		"${CLUSTER_TEST_TIMEOUT:-30m}" '^(TestV1beta1Era|TestProviderWebhooks)$' ||
-		failed+=("v1.10.10 (TestV1beta1Era or TestProviderWebhooks; logs in ../target/cluster-test/<test>/)")
+		"${CLUSTER_TEST_TIMEOUT:-30m}" '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' ||
+		failed+=("v1.10.10 (TestV1beta1Era, TestProviderWebhooks or TestRKE2DefaulterNumbers; logs in ../target/cluster-test/<test>/)")
 fi
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "cluster-test: ${CLUSTER_TEST_RUN:-TestCluster} failed with CAPI ${failed[*]} (logs in ../target/cluster-test/<version>/)" >&2
