@@ -93,7 +93,7 @@ const RKE2_TEMPLATE_FILL_ONCE: &[PathPattern] =
 /// CAPI v1.10's KubeadmConfigTemplate defaulter (bootstrap/kubeadm/internal/webhooks,
 /// `KubeadmConfigTemplate.Default` calls the config's defaults on `spec.template.spec`):
 /// `format` and the nodeRegistrations' `imagePullPolicy` when empty, and the exec plugin's
-/// `apiVersion`. Seen in the cluster test (TestV1beta1EraTemplate): a person's label of a
+/// `apiVersion`. Seen in the cluster test (TestV1beta1Era): a person's label of a
 /// template stored before the defaulter was refused as `...format: Forbidden: added`.
 const KUBEADM_TEMPLATE_FILL_ONCE: &[PathPattern] = &[
     builtin_path! { spec.template.spec.format },
@@ -178,7 +178,7 @@ pub(crate) fn as_defaulted<'a, 'n>(
 
 /// The v1beta1 `metav1.Duration` fields of a KubeadmConfig spec (or a template's
 /// `spec.template.spec`), which CAPI v1.10's defaulter re-marshals on every write: a stored
-/// `5m` comes back `5m0s` (seen in the cluster test, TestV1beta1EraDurations, on a person's
+/// `5m` comes back `5m0s` (seen in the cluster test, TestV1beta1Era, on a person's
 /// label). `initConfiguration.bootstrapTokens[].ttl` too, below.
 const KUBEADM_DURATIONS: [&[&str]; 2] = [
     &["joinConfiguration", "discovery", "timeout"],
@@ -784,7 +784,7 @@ mod tests {
     }
 
     /// CAPI v1.10's defaulter re-marshals v1beta1 durations (cluster test,
-    /// TestV1beta1EraDurations): the same value is no change, another value is.
+    /// TestV1beta1Era): the same value is no change, another value is.
     #[rstest]
     #[case::discovery_timeout_remarshalled(
         json!({"joinConfiguration": {"discovery": {"timeout": "5m"}}}),
@@ -924,7 +924,7 @@ mod tests {
     }
 
     /// What CAPI v1.10's KubeadmConfigTemplate defaulter wrote into a template stored before it
-    /// ran (cluster test, TestV1beta1EraTemplate), and a person's real edit beside it.
+    /// ran (cluster test, TestV1beta1Era), and a person's real edit beside it.
     #[rstest]
     #[case::format_and_pull_policy_filled(
         json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "110"}}}}),
