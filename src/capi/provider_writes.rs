@@ -189,6 +189,21 @@ const KUBEADM_DURATIONS: [&[&str]; 2] = [
     ],
 ];
 
+const BOOTSTRAP_TOKENS: [&str; 2] = ["initConfiguration", "bootstrapTokens"];
+
+/// The duration fields of a spec as found there, the tokens' `ttl`s after the fixed paths: what
+/// decides, without a copy, whether the two specs need their durations read.
+fn durations<'x, 'n>(spec: Option<&'x Node<'n>>) -> impl Iterator<Item = Option<&'x Node<'n>>> {
+    let tokens = match spec.and_then(|s| s.at(&BOOTSTRAP_TOKENS)) {
+        Some(Node::Array(tokens)) => tokens.as_slice(),
+        _ => &[],
+    };
+    KUBEADM_DURATIONS
+        .iter()
+        .map(move |path| spec.and_then(|s| s.at(path)))
+        .chain(tokens.iter().map(|token| token.at(&["ttl"])))
+}
+
 /// Both specs with every duration field that Go's time.ParseDuration reads written as its
 /// value (after a NUL, so it never equals a plain text): `5m` and `5m0s` compare equal, `5m`
 /// and `6m` do not, and a change is still reported at the field. Borrowed when no duration
@@ -197,27 +212,7 @@ fn kubeadm_durations_by_value<'a, 'n>(
     old: Option<&'a Node<'n>>,
     new: Option<&'a Node<'n>>,
 ) -> (Option<Cow<'a, Node<'n>>>, Option<Cow<'a, Node<'n>>>) {
-    let texts = |spec: Option<&Node<'n>>| -> Vec<Option<String>> {
-        let mut out: Vec<Option<String>> = KUBEADM_DURATIONS
-            .iter()
-            .map(|path| {
-                spec.and_then(|s| s.at(path))
-                    .and_then(|v| v.as_str())
-                    .map(|t| t.to_str().into_owned())
-            })
-            .collect();
-        if let Some(Node::Array(tokens)) =
-            spec.and_then(|s| s.at(&["initConfiguration", "bootstrapTokens"]))
-        {
-            out.extend(tokens.iter().map(|t| {
-                t.at(&["ttl"])
-                    .and_then(|v| v.as_str())
-                    .map(|s| s.to_str().into_owned())
-            }));
-        }
-        out
-    };
-    if texts(old) == texts(new) {
+    if durations(old).eq(durations(new)) {
         return (old.map(Cow::Borrowed), new.map(Cow::Borrowed));
     }
     let by_value = |value: &mut Node<'n>| {
@@ -234,9 +229,7 @@ fn kubeadm_durations_by_value<'a, 'n>(
                     by_value(value);
                 }
             }
-            if let Some(Node::Array(tokens)) =
-                at_mut(&mut spec, &["initConfiguration", "bootstrapTokens"])
-            {
+            if let Some(Node::Array(tokens)) = at_mut(&mut spec, &BOOTSTRAP_TOKENS) {
                 for token in tokens.iter_mut() {
                     if let Some(ttl) = token.get_mut("ttl") {
                         by_value(ttl);
