@@ -362,9 +362,18 @@ func capiRelease(t *testing.T) (dir, version string) {
 	if dir != "" {
 		return dir, version
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", "sigs.k8s.io/cluster-api").Output()
+	return pinnedModule(t, ".", "sigs.k8s.io/cluster-api")
+}
+
+// pinnedModule is a module that the Go module in folder (this one: ".", or one under capi/)
+// pins: its directory, read-only in the module cache, and its version.
+func pinnedModule(t *testing.T, folder, module string) (dir, version string) {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", module)
+	cmd.Dir = folder
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -m sigs.k8s.io/cluster-api: %v", err)
+		t.Fatalf("go list -m %s in %s: %v", module, folder, err)
 	}
 	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
 	return dir, version

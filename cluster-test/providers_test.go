@@ -87,7 +87,7 @@ func rke2(name, folder string) bootstrapProvider {
 			// RKE2's worker join reads the Cluster's RKE2ControlPlane (its servers' addresses) and
 			// the join token its control plane provider writes. The CRD, from the same module,
 			// without that provider's controller: the test sets its status as it would.
-			dir, _ := capiModule(t, folder, "github.com/rancher/cluster-api-provider-rke2")
+			dir, _ := pinnedModule(t, filepath.Join("capi", folder), "github.com/rancher/cluster-api-provider-rke2")
 			crd := readObjects(t, readFile(t, filepath.Join(dir, "controlplane/config/crd/bases/controlplane.cluster.x-k8s.io_rke2controlplanes.yaml")))
 			crd[0].SetLabels(map[string]string{"cluster.x-k8s.io/v1beta1": "v1alpha1_v1beta1", "clusterctl.cluster.x-k8s.io": ""})
 			m.cp.createAll(t, crd)
@@ -248,7 +248,7 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 		return ref
 	})
 	p := bp.provider
-	p.module, p.version = capiModule(t, bp.folder, bp.module)
+	p.module, p.version = pinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
 	installed := installProvider(t, a, m.cp, m.ca, capiBinaries(t, bp.folder), p)
 	identity := "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")
 	if users := stringList(m.policy.Spec.Settings["controllerUsers"]); !slices.Contains(users, identity) {

@@ -30,20 +30,6 @@ var (
 	machinePoolV1beta1GVK   = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta1", Kind: "MachinePool"}
 )
 
-// capiModule is one of the Go modules under capi/: the folder of a module it pins, read-only
-// in the module cache, and its version.
-func capiModule(t *testing.T, folder, module string) (dir, version string) {
-	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", module)
-	cmd.Dir = filepath.Join("capi", folder)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -m %s in capi/%s: %v", module, folder, err)
-	}
-	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
-	return dir, version
-}
-
 // capiBinaries is capi/build.sh's folder of a module's managers (built now unless done).
 func capiBinaries(t *testing.T, folder string) string {
 	t.Helper()
@@ -64,7 +50,7 @@ func startV1beta1Cluster(t *testing.T, a *artifacts, bin string, controlPlane fu
 	ca := newCA(t)
 	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
 	m.cp = startControlPlane(t, a, bin)
-	capiDir, capiVersion := capiModule(t, "v1.10", "sigs.k8s.io/cluster-api")
+	capiDir, capiVersion := pinnedModule(t, filepath.Join("capi", "v1.10"), "sigs.k8s.io/cluster-api")
 	managers := capiBinaries(t, "v1.10")
 	m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
 	infrastructure := readObjects(t, readFile(t, "testdata/infrastructure.yaml"))
