@@ -37,6 +37,17 @@ else
 fi
 command -v ip >/dev/null || { echo "cluster-test: no ip command: apt-get install iproute2" >&2; exit 1; }
 
+# run_tests PATTERN [VAR=value...]: the compiled test's PATTERN in the private network
+# namespace, with those variables set.
+run_tests() {
+	local pattern=$1
+	shift
+	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
+	env "$@" GOPROXY=off "${netns[@]}" sh -c \
+		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
+		"${CLUSTER_TEST_TIMEOUT:-30m}" "$pattern"
+}
+
 failed=()
 for module in "${capi_modules[@]}"; do
 	release=$(cd "$module" && go list -m -f '{{.Version}} {{.Dir}}' sigs.k8s.io/cluster-api)
@@ -44,22 +55,16 @@ for module in "${capi_modules[@]}"; do
 	if [ -n "${CAPI_VERSIONS:-}" ] && [[ " $CAPI_VERSIONS " != *" $version "* ]]; then continue; fi
 	bin=$(./build.sh "$module")
 	echo "cluster-test: CAPI $version ($module), binaries in $bin" >&2
-	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
-	CLUSTER_BIN=$bin CAPI_MODULE_DIR=$dir CAPI_VERSION=$version CLUSTER_TEST_ARTIFACTS=${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version \
-		GOPROXY=off "${netns[@]}" sh -c \
-		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
-		"${CLUSTER_TEST_TIMEOUT:-30m}" "${CLUSTER_TEST_RUN:-TestCluster}" ||
+	run_tests "${CLUSTER_TEST_RUN:-TestCluster}" CLUSTER_BIN="$bin" CAPI_MODULE_DIR="$dir" CAPI_VERSION="$version" \
+		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version" ||
 		failed+=("$version")
 done
 # TestV1beta1Era, TestProviderWebhooks and TestRKE2DefaulterNumbers install their own CAPI
 # (v1.10.10) and providers: they run once, with this module's etcd, kube-apiserver and kubectl,
 # logs in ../target/cluster-test/<test>/. One alone: CLUSTER_TEST_RUN=TestV1beta1Era CAPI_VERSIONS=v1.12.10.
 if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
-	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
-	CLUSTER_BIN=$(./build.sh .) CLUSTER_TEST_ARTIFACTS=${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test} \
-		GOPROXY=off "${netns[@]}" sh -c \
-		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
-		"${CLUSTER_TEST_TIMEOUT:-30m}" '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' ||
+	run_tests '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' CLUSTER_BIN="$(./build.sh .)" \
+		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
 		failed+=("v1.10.10 (TestV1beta1Era, TestProviderWebhooks or TestRKE2DefaulterNumbers; logs in ../target/cluster-test/<test>/)")
 fi
 if [ ${#failed[@]} -gt 0 ]; then
