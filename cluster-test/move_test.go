@@ -21,17 +21,22 @@ import (
 var movedKinds = []schema.GroupVersionKind{
 	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Cluster"},
 	machinePoolGVK,
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"},
-	{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineSet"},
+	machineDeploymentGVK,
+	machineSetGVK,
 	kubeadmConfigGVK,
 	kubeadmConfigTemplateGVK,
 	{Group: "infrastructure.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestMachinePool"},
 	{Group: "infrastructure.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestMachineTemplate"},
-	{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
+	testControlPlaneGVK,
 	{Version: "v1", Kind: "Secret"},
 }
 
-var kubeadmConfigTemplateGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
+var (
+	kubeadmConfigTemplateGVK = schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KubeadmConfigTemplate"}
+	machineDeploymentGVK     = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeployment"}
+	machineSetGVK            = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineSet"}
+	testControlPlaneGVK      = schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"}
+)
 
 // clusterctlMove: the real `clusterctl move` of the fleet's namespace (Cluster c1, both pools
 // and their configs, a MachineDeployment and its KubeadmConfigTemplate) to a second management
@@ -44,9 +49,9 @@ func (c *testCluster) clusterctlMove(t *testing.T) {
 	if r := c.person.run(t, "apply", "-f", "workers-md-0.yaml"); r.err != nil {
 		t.Fatalf("kubectl apply -f workers-md-0.yaml: %v\n%s", r.err, r.stderr)
 	}
-	c.waitFor(t, movedKinds[2], "workers-md-0", 2*time.Minute, "reconciled by CAPI (its MachineSet made)", func(u *unstructured.Unstructured) bool {
+	c.waitFor(t, machineDeploymentGVK, "workers-md-0", 2*time.Minute, "reconciled by CAPI (its MachineSet made)", func(u *unstructured.Unstructured) bool {
 		generation, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		return generation >= 1 && len(c.names(t, movedKinds[3])) == 1
+		return generation >= 1 && len(c.names(t, machineSetGVK)) == 1
 	})
 
 	c.server.stop()
@@ -123,7 +128,7 @@ func (c *testCluster) clusterctlMove(t *testing.T) {
 
 	// The pool reconciles in the target. A move does not copy status: the control plane and
 	// the infrastructure providers there set theirs again, as they would.
-	controlPlane := target.get(t, movedKinds[8], clusterName)
+	controlPlane := target.get(t, testControlPlaneGVK, clusterName)
 	target.markStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
 	for _, pool := range []string{poolName, "pool-2"} {
 		target.provisionInfrastructure(t, pool)
