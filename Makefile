@@ -135,12 +135,15 @@ test: system-packages-test fmt-check clippy unit e2e preflight playground-test c
 cluster-test: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
 
-# Not part of `make test`: hours of CAPI's own traffic through the policy (cluster-test/README.md).
+# Not part of `make test`: hours of CAPI's own traffic through the policy (cluster-test/README.md):
+# TestSoak (CAPI v1.12) then TestSoakProviders (CAPI v1.10 with RKE2 and k3s), SOAK_DURATION each.
+# One of them: make cluster-soak SOAK=TestSoakProviders.
 SOAK_DURATION ?= 15m
+SOAK ?= ^(TestSoak|TestSoakProviders)$$
 cluster-soak: annotated-policy.wasm $(HOST)
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm \
-	CLUSTER_TEST_RUN=TestSoak SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h CAPI_MODULES=. \
-	CLUSTER_TEST_ARTIFACTS=$(CURDIR)/target/cluster-soak cluster-test/run.sh
+	CLUSTER_TEST_RUN='$(SOAK)' SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h CAPI_MODULES=. \
+	CAPI_EXTRA_MODULES=v1.10 CLUSTER_TEST_ARTIFACTS=$(CURDIR)/target/cluster-soak cluster-test/run.sh
 
 # The browser playground (playground/README.md): the rules built a second time, for
 # wasm32-unknown-unknown with wasm-bindgen, a static page, the e2e scenarios as its examples.

@@ -16,11 +16,10 @@ export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # CAPI_MODULES=. (as make cluster-soak sets) runs this module's release only.
 read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
 # CAPI v1.10.10 and the RKE2 and k3s bootstrap providers (TestV1beta1Era, TestProviderWebhooks,
-# TestRKE2DefaulterNumbers) come from modules of their own, built by capi/build.sh; make
-# cluster-soak needs none.
-if [ -z "${CAPI_MODULES:-}" ]; then
-	for module in v1.10 rke2-v0.20; do capi/build.sh "$module" >/dev/null; done
-fi
+# TestRKE2DefaulterNumbers, TestSoakProviders) come from modules of their own, built by
+# capi/build.sh: CAPI_EXTRA_MODULES names them (make cluster-soak: v1.10 only).
+read -r -a extra_modules <<<"${CAPI_EXTRA_MODULES-v1.10 rke2-v0.20}"
+for module in "${extra_modules[@]}"; do capi/build.sh "$module" >/dev/null; done
 go vet ./...
 go test -count=1 -run 'TestStaging' .
 test_binary=../target/cluster-test.test

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,65 +30,209 @@ import (
 )
 
 // TestSoak is `make cluster-soak` (not part of `make test`): SOAK_POOLS MachinePools (50) with
-// their KubeadmConfigs on one management cluster, CABPK rotating every pool's token about every
-// 20 s, the policy in protect, for SOAK_DURATION (15m). It reports what the webhook saw and how
-// long it took (kube-apiserver's /metrics), refusals by identity and token rotations (the audit
-// log), and the policy server's RSS over time; then, in the same cluster under the same load,
-// the latency of a person's config update (SOAK_APPLIES, 200) with no admission, with a CEL
-// ValidatingAdmissionPolicy of the project's own, and with the policy. The report is
-// soak-report.md in the artifacts folder; docs/performance.md records a run.
+// their KubeadmConfigs on one management cluster of this module's CAPI release, CABPK rotating
+// every pool's token about every 20 s, the policy in protect, for SOAK_DURATION (15m). It
+// reports what the webhook saw and how long it took (kube-apiserver's /metrics), refusals by
+// identity and token rotations (the audit log), and the policy server's RSS over time; then, in
+// the same cluster under the same load, the latency of a person's config update (SOAK_APPLIES,
+// 200) with no admission, with a CEL ValidatingAdmissionPolicy of the project's own, and with
+// the policy. The report is soak-report.md in the artifacts folder; docs/performance.md
+// records a run. TestSoakProviders is the same soak on CAPI v1.10.10 with RKE2 and k3s pools.
 func TestSoak(t *testing.T) {
-	duration := envDuration(t, "SOAK_DURATION", 15*time.Minute)
 	pools := envInt(t, "SOAK_POOLS", 50)
-	applies := envInt(t, "SOAK_APPLIES", 200)
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
 	a := newArtifacts(t)
 	m := startManagementCluster(t, a, bin, newCA(t), nil)
 	m.createCluster(t)
-	ctx := context.Background()
 
 	// The pools, as pool-1 and its config, renamed.
+	f := &soakFleet{m: m, kubeadm: kubeadmConfigGVK, controllers: []string{m.capiManager, m.cabpk}}
 	names := make([]string, pools)
+	var docs []string
 	for i := range names {
 		names[i] = fmt.Sprintf("soak-%02d", i)
 		text := string(readFile(t, "testdata/fleet/pool-1-a.yaml")) + "\n---\n" + string(readFile(t, "testdata/fleet/pool-1.yaml"))
-		m.cp.createAll(t, readObjects(t, []byte(strings.ReplaceAll(text, "pool-1", names[i]))))
+		docs = append(docs, strings.ReplaceAll(text, "pool-1", names[i]))
+		f.configs = append(f.configs, names[i]+"-a")
 	}
+	must(t, os.WriteFile(a.path("soak-fleet.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	f.apply(t, "soak-fleet.yaml")
 	for _, name := range names {
 		m.provisionInfrastructure(t, name)
 	}
-	for _, name := range names {
-		m.waitFor(t, kubeadmConfigGVK, name+"-a", 5*time.Minute, "filled by CABPK", func(u *unstructured.Unstructured) bool {
+	for i, name := range f.configs {
+		m.waitFor(t, kubeadmConfigGVK, name, 5*time.Minute, "filled by CABPK", func(u *unstructured.Unstructured) bool {
 			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-			return secret == name+"-a"
+			return secret == names[i]+"-a"
 		})
 	}
 	t.Logf("%d pools up", pools)
+	f.soak(t, a)
+}
 
-	// The soak: CAPI's own traffic only.
+// TestSoakProviders is TestSoak on a CAPI v1.10.10 management cluster (capi/v1.10, v1beta1
+// stored) with, beside the SOAK_POOLS KubeadmConfig pools, SOAK_PROVIDER_POOLS (3) pools of
+// each other bootstrap provider that release's module pins: RKE2 v0.21.0 and k3s v0.3.1, their
+// managers running as their ServiceAccounts with their defaulting webhooks. Every write of
+// every controller must be admitted; the report counts each provider's writes.
+func TestSoakProviders(t *testing.T) {
+	pools := envInt(t, "SOAK_POOLS", 50)
+	providerPools := envInt(t, "SOAK_PROVIDER_POOLS", 3)
+	ctrllog.SetLogger(logr.Discard())
+	bin := clusterBinaries(t)
+	a := testArtifacts(t)
+	var providers []bootstrapProvider
+	for _, bp := range bootstrapProviders {
+		if bp.folder == "v1.10" {
+			providers = append(providers, bp)
+		}
+	}
+	// One Cluster for every pool: RKE2's worker join reads its RKE2ControlPlane; k3s' and
+	// CABPK's read the Cluster's status and the join token and CA Secrets only.
+	rke2 := providers[slices.IndexFunc(providers, func(bp bootstrapProvider) bool { return strings.HasPrefix(bp.name, "rke2") })]
+	var controlPlane schema.GroupVersionKind
+	var cpStatus map[string]any
+	m := startV1beta1Cluster(t, a, bin, func(m *managementCluster) string {
+		ref, gvk, status := rke2.controlPlane(t, m)
+		controlPlane, cpStatus = gvk, status
+		return ref
+	})
+	f := &soakFleet{m: m, kubeadm: kubeadmConfigV1beta1GVK, controllers: []string{m.capiManager, m.cabpk}}
+
+	var all []string
+	for i := range pools {
+		f.configs = append(f.configs, fmt.Sprintf("soak-%02d", i))
+	}
+	f.apply(t, f.writeConfigs(t, "soak-kubeadmconfigs.yaml", filepath.Join("testdata", "v1beta1", "kubeadmconfig.yaml"), f.configs),
+		m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", f.configs...))
+	all = append(all, f.configs...)
+	for _, bp := range providers {
+		p := bp.provider
+		p.module, p.version = pinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
+		installed := installProvider(t, a, m.cp, m.ca, capiBinaries(t, bp.folder), p)
+		sp := soakProvider{name: bp.name, gvk: bp.config, resource: bp.resource,
+			identity: "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")}
+		for i := range providerPools {
+			sp.configs = append(sp.configs, fmt.Sprintf("soak-%s-%d", strings.ToLower(bp.config.Kind), i))
+		}
+		f.apply(t, f.writeConfigs(t, "soak-"+bp.resource+".yaml", filepath.Join("testdata", "providers", bp.manifest), sp.configs),
+			m.pools(t, bp.config.GroupVersion().String(), bp.config.Kind, sp.configs...))
+		f.controllers = append(f.controllers, sp.identity)
+		f.providers = append(f.providers, sp)
+		all = append(all, sp.configs...)
+	}
+	m.markV1beta1Ready(t, controlPlane, cpStatus, all...)
+	for _, gvkNames := range f.everyConfig() {
+		for _, name := range gvkNames.names {
+			m.waitFor(t, gvkNames.gvk, name, 5*time.Minute, "given its bootstrap data", func(u *unstructured.Unstructured) bool {
+				secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+				return secret != ""
+			})
+		}
+	}
+	t.Logf("%d KubeadmConfig pools and %d of each of %d other providers up", pools, providerPools, len(providers))
+	f.soak(t, a)
+}
+
+// soakFleet is what a soak runs on: the management cluster, its KubeadmConfigs in use (a
+// person's updates are timed on them), the other providers' pools, and the controllers whose
+// every write must be admitted.
+type soakFleet struct {
+	m           *managementCluster
+	kubeadm     schema.GroupVersionKind
+	configs     []string
+	providers   []soakProvider
+	controllers []string
+	manifests   []string // what a person applied, in the artifacts folder
+}
+
+// soakProvider: another bootstrap provider's pools in the soak, and what its manager runs as.
+type soakProvider struct {
+	name, resource, identity string
+	gvk                      schema.GroupVersionKind
+	configs                  []string
+}
+
+type gvkNames struct {
+	gvk   schema.GroupVersionKind
+	names []string
+}
+
+func (f soakFleet) everyConfig() []gvkNames {
+	out := []gvkNames{{f.kubeadm, f.configs}}
+	for _, p := range f.providers {
+		out = append(out, gvkNames{p.gvk, p.configs})
+	}
+	return out
+}
+
+// writeConfigs writes file: manifest's config once for each of names (its NAME).
+func (f soakFleet) writeConfigs(t *testing.T, file, manifest string, names []string) string {
+	t.Helper()
+	var docs []string
+	for _, name := range names {
+		docs = append(docs, strings.ReplaceAll(string(readFile(t, manifest)), "NAME", name))
+	}
+	must(t, os.WriteFile(f.m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	return file
+}
+
+// gitOpsApply is how the soak's GitOps tool applies a manifest, as Flux does: server-side, with
+// a field manager of its own. (Argo CD's default, kubectl's client-side apply, sends nothing
+// when the live object already matches: TestProviderWebhooks re-applies that way.)
+var gitOpsApply = []string{"apply", "--server-side", "--field-manager=gitops", "-f"}
+
+// apply: the GitOps tool's first apply of each file (as the person), which it re-applies.
+func (f *soakFleet) apply(t *testing.T, files ...string) {
+	t.Helper()
+	f.manifests = append(f.manifests, files...)
+	for _, file := range files {
+		if r := f.m.person.run(t, append(gitOpsApply, file)...); r.err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		}
+	}
+}
+
+// soak: CAPI's own traffic for SOAK_DURATION, then the side-by-side updates, then the report.
+func (f soakFleet) soak(t *testing.T, a *artifacts) {
+	duration := envDuration(t, "SOAK_DURATION", 15*time.Minute)
+	applies := envInt(t, "SOAK_APPLIES", 200)
+	m := f.m
+	ctx := context.Background()
 	before := webhookMetrics(t, m)
 	start := time.Now()
 	rss := sampleRSS(m.server.process, 10*time.Second)
+	reapply := envDuration(t, "SOAK_REAPPLY", time.Minute)
+	gitops := f.startGitOps(reapply)
 	for elapsed := time.Duration(0); elapsed < duration; elapsed = time.Since(start) {
 		time.Sleep(min(time.Minute, duration-elapsed))
 		t.Logf("soak: %s of %s", time.Since(start).Round(time.Second), duration)
 	}
 	end := time.Now()
 	samples := rss.stop()
+	gitops.stop()
+	for _, problem := range gitops.problems {
+		t.Errorf("GitOps re-apply: %s", problem)
+	}
 	after := webhookMetrics(t, m)
-	events := m.eventsSince(t, start)
+	// Refusals and the providers' writes since the cluster started; rotations in the soak.
+	events := m.eventsSince(t, time.Time{})
+	writes := map[string]int{}
 	rotations := 0
 	for _, e := range events {
-		if e.User.Username == m.cabpk && e.resource() == "kubeadmconfigs" && e.isWrite() && e.code() < 300 && !e.StageTimestamp.After(end) {
-			rotations++
+		if e.isWrite() && e.code() < 300 && !e.StageTimestamp.After(end) {
+			writes[e.User.Username+" "+e.resource()]++
+			if e.User.Username == m.cabpk && e.resource() == "kubeadmconfigs" && !e.StageTimestamp.Before(start) {
+				rotations++
+			}
 		}
 	}
 	refused := map[string]int{}
 	for _, e := range deniedBy(events, m.webhookName()) {
 		refused[e.User.Username]++
 	}
-	for _, identity := range []string{m.capiManager, m.cabpk} {
+	for _, identity := range f.controllers {
 		if refused[identity] > 0 {
 			t.Errorf("the policy refused %d writes of %s", refused[identity], identity)
 		}
@@ -97,18 +243,23 @@ func TestSoak(t *testing.T) {
 	if rotations == 0 {
 		t.Error("CABPK rotated no token during the soak")
 	}
+	var providerWrites []providerWrite
+	for _, p := range f.providers {
+		providerWrites = append(providerWrites, providerWrite{p.name, len(p.configs),
+			writes[p.identity+" "+p.resource] + writes[p.identity+" "+p.resource+"/status"]})
+	}
 
 	// Side by side, under the same load: a person's config update, admitted by every variant.
 	person := personClient(t, m)
 	latencies := []latencyRow{{name: "no admission"}}
 	must(t, m.cp.client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.policy.policyID()}}))
-	latencies[0].durations = measureUpdates(t, person, names, applies)
+	latencies[0].durations = f.measureUpdates(t, person, applies)
 
-	vap, binding := celPolicy(m)
+	vap, binding := celPolicy(m, f.kubeadm.Version)
 	must(t, m.cp.client.Create(ctx, vap))
 	must(t, m.cp.client.Create(ctx, binding))
-	waitRefused(t, person, names[0], "ValidatingAdmissionPolicy")
-	latencies = append(latencies, latencyRow{name: "CEL ValidatingAdmissionPolicy (" + vap.Name + ")", durations: measureUpdates(t, person, names, applies)})
+	f.waitRefused(t, person, "ValidatingAdmissionPolicy")
+	latencies = append(latencies, latencyRow{name: "CEL ValidatingAdmissionPolicy (" + vap.Name + ")", durations: f.measureUpdates(t, person, applies)})
 	must(t, m.cp.client.Delete(ctx, binding))
 	must(t, m.cp.client.Delete(ctx, vap))
 
@@ -122,18 +273,23 @@ func TestSoak(t *testing.T) {
 	}
 	for _, s := range servers {
 		registerWebhook(t, m.cp, m.policy, s, m.ca.caPEM)
-		waitRefused(t, person, names[0], "denied the request")
-		latencies = append(latencies, latencyRow{name: "this policy, " + filepath.Base(s.bin), durations: measureUpdates(t, person, names, applies)})
+		f.waitRefused(t, person, "denied the request")
+		latencies = append(latencies, latencyRow{name: "this policy, " + filepath.Base(s.bin), durations: f.measureUpdates(t, person, applies)})
 		must(t, m.cp.client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.policy.policyID()}}))
 	}
 
 	report := soakReport{
-		pools: pools, duration: end.Sub(start), server: filepath.Base(m.server.bin), rotations: rotations,
-		refused: refused, webhook: after.minus(before), rss: samples, latencies: latencies,
+		pools: len(f.configs), duration: end.Sub(start), server: filepath.Base(m.server.bin), rotations: rotations,
+		providers: providerWrites, gitops: gitops, reapply: reapply, refused: refused, webhook: after.minus(before), rss: samples, latencies: latencies,
 	}
 	text := report.String()
 	must(t, os.WriteFile(a.path("soak-report.md"), []byte(text), 0o644))
 	t.Logf("soak report (%s):\n%s", a.path("soak-report.md"), text)
+}
+
+type providerWrite struct {
+	name          string
+	pools, writes int
 }
 
 func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
@@ -160,6 +316,63 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a positive number", name, v)
 	}
 	return n
+}
+
+// --- a GitOps tool's re-applies ---
+
+// gitOps re-applies the fleet's manifests unchanged every interval, as Flux does on its sync
+// interval: each apply must be admitted without a warning of the policy, the defaulters
+// rewriting the specs on every one.
+type gitOps struct {
+	done      chan struct{}
+	wg        sync.WaitGroup
+	manifests int
+	applies   int
+	objects   int
+	problems  []string
+}
+
+func (f soakFleet) startGitOps(interval time.Duration) *gitOps {
+	g := &gitOps{done: make(chan struct{}), manifests: len(f.manifests)}
+	objects := map[string]int{} // the objects of each file: a request each, every apply
+	for _, file := range f.manifests {
+		if data, err := os.ReadFile(f.m.a.path(file)); err == nil {
+			objects[file] = strings.Count("\n"+string(data), "\nkind: ")
+		}
+	}
+	k := f.m.person
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-g.done:
+				return
+			case <-ticker.C:
+			}
+			for _, file := range f.manifests {
+				args := append([]string{"--kubeconfig", k.kubeconfig}, append(gitOpsApply, file)...)
+				cmd := exec.Command(k.bin, args...)
+				cmd.Dir = k.dir
+				var stderr bytes.Buffer
+				cmd.Stderr = &stderr
+				err := cmd.Run()
+				g.applies++
+				g.objects += objects[file]
+				if warnings := policyWarnings(stderr.String()); err != nil || len(warnings) > 0 {
+					g.problems = append(g.problems, fmt.Sprintf("kubectl %s: %v %q", strings.Join(args[2:], " "), err, stderr.String()))
+				}
+			}
+		}
+	}()
+	return g
+}
+
+func (g *gitOps) stop() {
+	close(g.done)
+	g.wg.Wait()
 }
 
 // --- the webhook's side, from kube-apiserver's /metrics ---
@@ -320,14 +533,11 @@ func personClient(t *testing.T, m *managementCluster) client.Client {
 // measureUpdates times n merge patches of a label of the pools' in-use configs (what
 // `kubectl apply` of a manifest whose labels changed sends), round robin, after 10 not timed.
 // Every one must be admitted.
-func measureUpdates(t *testing.T, c client.Client, pools []string, n int) []time.Duration {
+func (f soakFleet) measureUpdates(t *testing.T, c client.Client, n int) []time.Duration {
 	t.Helper()
 	var out []time.Duration
 	for i := -10; i < n; i++ {
-		config := &unstructured.Unstructured{}
-		config.SetGroupVersionKind(kubeadmConfigGVK)
-		config.SetNamespace(namespace)
-		config.SetName(pools[(i+10)%len(pools)] + "-a")
+		config := f.config(f.configs[(i+10)%len(f.configs)])
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"soak.cluster-test.rollout-policy.dev/update":"%d"}}}`, i+10)
 		start := time.Now()
 		if err := c.Patch(context.Background(), config, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -340,14 +550,11 @@ func measureUpdates(t *testing.T, c client.Client, pools []string, n int) []time
 	return out
 }
 
-// waitRefused waits until a spec edit of the pool's config (dry run) is refused with a message
+// waitRefused waits until a spec edit of the first config (dry run) is refused with a message
 // containing want: the admission variant is in force.
-func waitRefused(t *testing.T, c client.Client, pool, want string) {
+func (f soakFleet) waitRefused(t *testing.T, c client.Client, want string) {
 	t.Helper()
-	config := &unstructured.Unstructured{}
-	config.SetGroupVersionKind(kubeadmConfigGVK)
-	config.SetNamespace(namespace)
-	config.SetName(pool + "-a")
+	config := f.config(f.configs[0])
 	patch := []byte(`{"spec":{"files":[{"path":"/etc/sysctl.d/90-fleet.conf","content":"vm.max_map_count = 1\n"}]}}`)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -362,19 +569,35 @@ func waitRefused(t *testing.T, c client.Client, pool, want string) {
 	}
 }
 
+// config is the KubeadmConfig of that name, for a patch.
+func (f soakFleet) config(name string) *unstructured.Unstructured {
+	config := &unstructured.Unstructured{}
+	config.SetGroupVersionKind(f.kubeadm)
+	config.SetNamespace(namespace)
+	config.SetName(name)
+	return config
+}
+
 // --- the native peer: a CEL ValidatingAdmissionPolicy approximating rule 2 ---
 
-// celComparedPaths: every KubeadmConfig v1beta2 spec field a person may not change on a config
-// in use, but the one CABPK rotates (joinConfiguration.discovery.bootstrapToken.token).
-var celComparedPaths = []string{
-	"clusterConfiguration", "initConfiguration", "files", "diskSetup", "mounts", "bootCommands",
-	"preKubeadmCommands", "postKubeadmCommands", "users", "ntp", "format", "verbosity", "ignition",
-	"joinConfiguration.nodeRegistration", "joinConfiguration.caCertPath", "joinConfiguration.controlPlane",
-	"joinConfiguration.skipPhases", "joinConfiguration.patches", "joinConfiguration.timeouts",
-	"joinConfiguration.discovery.file", "joinConfiguration.discovery.tlsBootstrapToken",
-	"joinConfiguration.discovery.bootstrapToken.apiServerEndpoint",
-	"joinConfiguration.discovery.bootstrapToken.caCertHashes",
-	"joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification",
+// celComparedPaths: every KubeadmConfig spec field of that API version a person may not change
+// on a config in use, but the one CABPK rotates (joinConfiguration.discovery.bootstrapToken.token).
+// CEL's type check refuses a field the version's schema lacks, hence a list per version.
+func celComparedPaths(version string) []string {
+	paths := []string{
+		"clusterConfiguration", "initConfiguration", "files", "diskSetup", "mounts", "bootCommands",
+		"preKubeadmCommands", "postKubeadmCommands", "users", "ntp", "format", "verbosity", "ignition",
+		"joinConfiguration.nodeRegistration", "joinConfiguration.caCertPath", "joinConfiguration.controlPlane",
+		"joinConfiguration.skipPhases", "joinConfiguration.patches",
+		"joinConfiguration.discovery.file", "joinConfiguration.discovery.tlsBootstrapToken",
+		"joinConfiguration.discovery.bootstrapToken.apiServerEndpoint",
+		"joinConfiguration.discovery.bootstrapToken.caCertHashes",
+		"joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification",
+	}
+	if version == "v1beta1" {
+		return append(paths, "useExperimentalRetryJoin", "joinConfiguration.discovery.timeout")
+	}
+	return append(paths, "joinConfiguration.timeouts")
 }
 
 // celPolicy is the best a CEL policy does natively: a MachinePool-owned KubeadmConfig's spec is
@@ -382,9 +605,9 @@ var celComparedPaths = []string{
 // paths (one static message), tell a rotated-out config from one in use (no lookups: the
 // stored ownerReference is all it has), suggest the rotation's name, nor know other
 // providers' kinds without a policy of their own.
-func celPolicy(m *managementCluster) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+func celPolicy(m *managementCluster, version string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	var same []string
-	for _, path := range celComparedPaths {
+	for _, path := range celComparedPaths(version) {
 		same = append(same, fmt.Sprintf("object.spec.?%s == oldObject.spec.?%s", strings.ReplaceAll(path, ".", ".?"), strings.ReplaceAll(path, ".", ".?")))
 	}
 	controllers := fmt.Sprintf("['%s', '%s']", m.capiManager, m.cabpk)
@@ -440,6 +663,9 @@ type soakReport struct {
 	duration  time.Duration
 	server    string
 	rotations int
+	providers []providerWrite
+	gitops    *gitOps
+	reapply   time.Duration
 	refused   map[string]int
 	webhook   histogram
 	rss       []rssSample
@@ -448,12 +674,21 @@ type soakReport struct {
 
 func (r soakReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d MachinePools, %s, the policy in protect behind %s\n\n", r.pools, r.duration.Round(time.Second), r.server)
+	fmt.Fprintf(&b, "%d MachinePools with KubeadmConfigs", r.pools)
+	for _, p := range r.providers {
+		fmt.Fprintf(&b, ", %d with %s's", p.pools, p.name)
+	}
+	fmt.Fprintf(&b, "; %s, the policy in protect behind %s\n\n", r.duration.Round(time.Second), r.server)
 	fmt.Fprintf(&b, "| what | value |\n|---|--:|\n")
 	fmt.Fprintf(&b, "| requests the webhook saw (kube-apiserver) | %.0f |\n", r.webhook.count)
 	fmt.Fprintf(&b, "| webhook p50 / p99 (histogram_quantile) | %s / %s |\n", r.webhook.quantile(0.5).Round(100*time.Microsecond), r.webhook.quantile(0.99).Round(100*time.Microsecond))
 	fmt.Fprintf(&b, "| rejections (apiserver_admission_webhook_rejection_count) | %.0f |\n", r.webhook.rejections)
 	fmt.Fprintf(&b, "| token rotations by CABPK (audit log) | %d |\n", r.rotations)
+	for _, p := range r.providers {
+		fmt.Fprintf(&b, "| writes of its %d configs by %s's manager since the cluster started (audit log) | %d |\n", p.pools, p.name, p.writes)
+	}
+	fmt.Fprintf(&b, "| GitOps re-applies (server-side) of the %d manifests every %s: applies (objects) / refused or warned | %d (%d) / %d |\n",
+		r.gitops.manifests, r.reapply, r.gitops.applies, r.gitops.objects, len(r.gitops.problems))
 	users := make([]string, 0, len(r.refused))
 	for u := range r.refused {
 		users = append(users, u)
