@@ -36,7 +36,7 @@ WASM_OPT_FLAGS := --enable-bulk-memory --enable-sign-ext --enable-mutable-global
 wasm-opt:
 	@command -v $(WASM_OPT) >/dev/null || .ci/system-packages demo
 
-# cargo's output before wasm-opt, kept for `make bench` (its size and speed are reported).
+# cargo's output before wasm-opt, kept for `make bench` (its size is reported).
 CARGO_WASM := target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm
 target/policy.cargo.wasm: $(RUST_SOURCES) | wasm-target
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy

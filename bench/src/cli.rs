@@ -5,7 +5,6 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::inputs;
-use crate::size::{display, tool};
 use crate::suite::SuiteOptions;
 
 #[derive(Clone, Debug)]
@@ -56,4 +55,18 @@ pub fn cli_run(options: &SuiteOptions, notes: &mut Vec<String>) -> Option<CliRun
         stddev_ns: result["stddev"].as_f64().unwrap_or(0.0) * 1e9,
         runs: result["times"].as_array().map_or(0, Vec::len),
     })
+}
+
+fn tool(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+fn display(path: &std::path::Path, workspace: &std::path::Path) -> String {
+    path.strip_prefix(workspace)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }

@@ -1,7 +1,7 @@
 //! `bench`: the suite behind `make bench`. Measures the rule engine natively and the
 //! annotated module in policy-host (a fresh instance per evaluation, as policy-server), the
-//! module's size with and without binaryen's wasm-opt, and the guest's memory; prints the
-//! report and writes it into BENCHMARKS.md between its markers.
+//! module's size and compile time, and the guest's memory; prints the report and writes it
+//! into BENCHMARKS.md between its markers.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,17 +21,13 @@ struct Cli {
     /// The annotated module (what ships).
     #[arg(long, value_name = "WASM", default_value = "annotated-policy.wasm")]
     module: PathBuf,
-    /// The module as cargo built it, before annotation.
-    #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
+    /// The module as cargo built it.
+    #[arg(long, value_name = "WASM", default_value = "target/policy.cargo.wasm")]
     policy: PathBuf,
-    #[arg(long, value_name = "PATH", default_value = "metadata.yml")]
-    metadata: PathBuf,
-    /// The usage file embedded by `annotate -u`.
-    #[arg(long, value_name = "PATH", default_value = "README.md")]
-    usage: PathBuf,
-    #[arg(long, value_name = "DIR", default_value = "e2e-tests/scenarios")]
-    scenarios: PathBuf,
-    /// Where the wasm-strip / wasm-opt variants and scratch files go.
+    /// The module after wasm-opt, before annotation.
+    #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
+    optimized: PathBuf,
+    /// Where scratch files go.
     #[arg(long, value_name = "DIR", default_value = "target/bench")]
     work_dir: PathBuf,
     /// The report file (its text outside the generated block is kept); `-` prints only.
@@ -56,7 +52,8 @@ struct Cli {
     #[arg(long, default_value_t = 1000)]
     iterations: usize,
     /// Another annotated module (the "before" of a change) measured in the same run as the
-    /// shipped one: its scenarios, the four requests and the fleet rows.
+    /// shipped one: the four requests, as kube-apiserver sends them, the fleet rows, its
+    /// compile time.
     #[arg(long, value_name = "WASM")]
     baseline: Option<PathBuf>,
 }
@@ -95,9 +92,7 @@ fn execute(cli: Cli) -> Result<()> {
     let options = SuiteOptions {
         annotated: cli.module,
         policy: cli.policy,
-        metadata: cli.metadata,
-        usage: cli.usage,
-        scenarios: cli.scenarios,
+        optimized: cli.optimized,
         host,
         work_dir: cli.work_dir,
         workspace: workspace.clone(),

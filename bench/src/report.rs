@@ -10,7 +10,7 @@ use crate::scale::{
     extra_memory, fleet_fit, linearity, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS,
     TARGET_FLEET_POOLS,
 };
-use crate::size::{CompileTimes, Variant, VariantRun};
+use crate::size::{CompileTimes, ModuleSizes};
 use crate::stats::{fmt_bytes, fmt_ns};
 
 pub const BEGIN_MARKER: &str = "<!-- make bench: generated from here -->";
@@ -31,6 +31,8 @@ pub struct Report {
     /// How the headline requests and the sweep were measured.
     pub schedules: (String, String),
     pub cases: Vec<CaseResult>,
+    /// The four requests in the baseline module (`--baseline`).
+    pub cases_baseline: Option<Vec<CaseResult>>,
     pub sweep: Vec<CaseResult>,
     pub fleet: Vec<FleetRow>,
     /// [`APISERVER_KEYS`], in the shipped module and in the baseline (`--baseline`).
@@ -39,11 +41,8 @@ pub struct Report {
     /// The fleet rows of the baseline module (`--baseline`).
     pub fleet_baseline: Option<Vec<FleetRow>>,
     pub compile: CompileTimes,
-    pub variants: Vec<Variant>,
-    pub variant_runs: Vec<VariantRun>,
-    /// Scenarios passed by the shipped module, of all.
-    pub shipped_scenarios: (usize, usize),
-    pub annotated_bytes: u64,
+    pub compile_baseline: Option<CompileTimes>,
+    pub sizes: ModuleSizes,
     pub cli: Option<CliRun>,
     pub notes: Vec<String>,
     pub elapsed: Duration,
@@ -58,8 +57,8 @@ pub struct TargetRow {
 pub fn targets(report: &Report) -> Vec<TargetRow> {
     let mut rows = vec![TargetRow {
         target: format!("module <= {}", fmt_bytes(TARGET_MODULE_BYTES)),
-        measured: format!("{} annotated", fmt_bytes(report.annotated_bytes)),
-        met: report.annotated_bytes <= TARGET_MODULE_BYTES,
+        measured: format!("{} annotated", fmt_bytes(report.sizes.annotated)),
+        met: report.sizes.annotated <= TARGET_MODULE_BYTES,
     }];
     if let Some(edit) = report.cases.iter().find(|c| c.key == "edit") {
         rows.push(TargetRow {
@@ -188,6 +187,7 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(w, "| {key} | {value} |");
     }
 
+    let before = report.cases_baseline.as_ref();
     let _ = writeln!(w, "\n### Targets\n\n| target | measured | |\n|---|---|---|");
     for row in targets(report) {
         let _ = writeln!(
@@ -207,24 +207,45 @@ pub fn render(report: &Report) -> String {
          instance from the pre-instantiated module (store, memory, WASI, `wapc_init`), the call, \
          dropping the instance. host JSON: building the payload and reading the answer, outside \
          the guest. Each timing is the p50 (p99) of one evaluation, {} samples or more; with \
-         fewer than 100 the p99 is the maximum. Native and wasm, and the wasm-opt variants below, \
-         are measured interleaved ({}), so a change of load falls on all of them.\n",
+         fewer than 100 the p99 is the maximum. Native and wasm{} are measured interleaved ({}), \
+         so a change of load falls on all of them.\n",
         report
             .cases
             .iter()
             .map(|c| c.wasm.total.len().min(c.native.len()))
             .min()
             .unwrap_or(0),
+        if before.is_some() {
+            ", and the baseline module (before)"
+        } else {
+            ""
+        },
         report.schedules.0
     );
     let _ = writeln!(
         w,
-        "| request | object | verdict | native | wasm call | instantiate | fresh instance + call | call / native | total / native | host JSON |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|"
+        "| request | object | verdict | native | wasm call | instantiate | fresh instance + call | call / native | total / native | host JSON |{}\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|{}",
+        if before.is_some() {
+            " before: fresh instance + call | before: peak memory |"
+        } else {
+            ""
+        },
+        if before.is_some() { "--:|--:|" } else { "" },
     );
-    for c in &report.cases {
+    for (i, c) in report.cases.iter().enumerate() {
+        let old = before
+            .and_then(|b| b.get(i))
+            .map(|b| {
+                format!(
+                    " {} | {} |",
+                    fmt_ns(b.wasm.total.p50()),
+                    fmt_bytes(b.memory.after_call_bytes)
+                )
+            })
+            .unwrap_or_default();
         let _ = writeln!(
             w,
-            "| {} | {} | {} | {} ({}) | {} ({}) | {} | {} ({}) | {:.1}x | {:.1}x | {} |",
+            "| {} | {} | {} | {} ({}) | {} ({}) | {} | {} ({}) | {:.1}x | {:.1}x | {} |{old}",
             c.name,
             fmt_bytes(c.object_bytes as u64),
             if c.allowed { "allow" } else { "reject" },
@@ -343,6 +364,14 @@ pub fn render(report: &Report) -> String {
         fmt_ns(report.compile.uncached.p50()),
         fmt_ns(report.compile.cached.p50()),
     );
+    if let Some(before) = &report.compile_baseline {
+        let _ = writeln!(
+            w,
+            "| before: compile (cache off) | {} |\n| before: load from wasmtime's cache | {} |",
+            fmt_ns(before.uncached.p50()),
+            fmt_ns(before.cached.p50()),
+        );
+    }
     if let Some(cli) = &report.cli {
         let _ = writeln!(
             w,
@@ -355,78 +384,21 @@ pub fn render(report: &Report) -> String {
         );
     }
 
+    let sizes = &report.sizes;
     let _ = writeln!(
         w,
-        "\n### Module size\n\n| module | bytes | size | gzip -9 | custom sections | command |\n|---|--:|--:|--:|---|---|"
+        "\n### Module size\n\nThe shipped module at each step of its build: `cargo build` (release \
+         profile: opt-level 2, LTO, 1 CGU, strip, panic abort; `target/policy.cargo.wasm`), \
+         binaryen's `wasm-opt -O3` (`policy.wasm`), annotated with metadata.yml and README.md \
+         (`annotated-policy.wasm`).\n\n| cargo build | after wasm-opt | annotated | annotated, gzip -9 |\n|--:|--:|--:|--:|\n| {} ({} B) | {} ({} B) | {} ({} B) | {} |",
+        fmt_bytes(sizes.cargo),
+        sizes.cargo,
+        fmt_bytes(sizes.optimized),
+        sizes.optimized,
+        fmt_bytes(sizes.annotated),
+        sizes.annotated,
+        sizes.annotated_gzip.map_or("-".to_string(), fmt_bytes),
     );
-    for v in &report.variants {
-        let sections = if v.custom_sections.is_empty() {
-            "none".to_string()
-        } else {
-            v.custom_sections
-                .iter()
-                .map(|(name, len)| format!("{name} ({})", fmt_bytes(*len as u64)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | `{}` |",
-            v.name,
-            v.bytes,
-            fmt_bytes(v.bytes),
-            v.gzip_bytes.map_or("-".to_string(), fmt_bytes),
-            sections,
-            v.command
-        );
-    }
-    if !report.variant_runs.is_empty() {
-        let _ = writeln!(
-            w,
-            "\nThe optimized modules, annotated like the shipped one (and the baseline module, \
-             when `--baseline` names one), against it: e2e scenarios through `policy-host run`, \
-             compile time (cache off), fresh instance + call p50 and peak memory per request.\n"
-        );
-        let mut header = "| module | annotated size | scenarios | compile |".to_string();
-        let mut rule = "|---|--:|--:|--:|".to_string();
-        for c in &report.cases {
-            let _ = write!(header, " {} |", c.name);
-            rule.push_str("--:|");
-        }
-        let _ = writeln!(w, "{header}\n{rule}");
-        let (passed, all) = report.shipped_scenarios;
-        let _ = write!(
-            w,
-            "| shipped (wasm-opt -O3) | {} | {passed}/{all} pass | {} |",
-            fmt_bytes(report.annotated_bytes),
-            fmt_ns(report.compile.uncached.p50())
-        );
-        for c in &report.cases {
-            let _ = write!(
-                w,
-                " {}, {} |",
-                fmt_ns(c.wasm.total.p50()),
-                fmt_bytes(c.memory.after_call_bytes)
-            );
-        }
-        let _ = writeln!(w);
-        for run in &report.variant_runs {
-            let _ = write!(
-                w,
-                "| {} | {} | {}/{} pass, {} as shipped | {} |",
-                run.name,
-                fmt_bytes(run.annotated_bytes),
-                run.scenarios_passed,
-                run.scenarios_total,
-                run.scenarios_same_as_shipped,
-                fmt_ns(run.compile.p50())
-            );
-            for (_, total, _, memory) in &run.cases {
-                let _ = write!(w, " {}, {} |", fmt_ns(*total), fmt_bytes(*memory));
-            }
-            let _ = writeln!(w);
-        }
-    }
     for note in &report.notes {
         let _ = writeln!(w, "\nNote: {note}");
     }

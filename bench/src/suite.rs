@@ -17,20 +17,19 @@ use crate::measure::{lookups_of, measure_cases, native_validate, CaseResult, Mod
 use crate::probe::MemoryProbe;
 use crate::report::Report;
 use crate::scale::{fleet_sizes, sweep_sizes, FleetRow};
-use crate::size::{compile_times, module_variants, Variants};
+use crate::size::{compile_times, ModuleSizes};
 
 #[derive(Clone, Debug)]
 pub struct SuiteOptions {
     /// The shipped, annotated module.
     pub annotated: PathBuf,
-    /// The module as cargo built it (before annotation).
+    /// The module as cargo built it.
     pub policy: PathBuf,
-    pub metadata: PathBuf,
-    pub usage: PathBuf,
-    pub scenarios: PathBuf,
-    /// The policy-host binary (runs the scenarios on the wasm-opt variants).
+    /// The module after wasm-opt, before annotation.
+    pub optimized: PathBuf,
+    /// The policy-host binary (`policy-host run`, timed whole).
     pub host: PathBuf,
-    /// Where the variants go.
+    /// Where scratch files go.
     pub work_dir: PathBuf,
     pub workspace: PathBuf,
     /// The report; `None` prints it only.
@@ -39,8 +38,9 @@ pub struct SuiteOptions {
     pub command: String,
     /// Short budgets: checks the suite runs, numbers are rough.
     pub quick: bool,
-    /// Another annotated module measured with the shipped one (its scenarios, the four
-    /// requests, the fleet rows): the "before" of a change, in the same run as the "after".
+    /// Another annotated module measured with the shipped one (the four requests, the
+    /// requests as kube-apiserver sends them, the fleet rows, its compile time): the "before"
+    /// of a change, in the same run as the "after".
     pub baseline: Option<PathBuf>,
 }
 
@@ -87,46 +87,29 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
         .with_context(|| format!("cannot create {}", options.work_dir.display()))?;
     let mut notes = Vec::new();
 
-    eprintln!("bench: module sizes, wasm-opt variants and their scenarios");
-    let Variants {
-        files: variants,
-        runs: mut variant_runs,
-        shipped_scenarios,
-    } = module_variants(options, &mut notes)?;
-
-    eprintln!("bench: compile times");
+    eprintln!("bench: module size, compile times");
+    let sizes = ModuleSizes::of(&options.policy, &options.optimized, &options.annotated)?;
     let compile = compile_times(&options.annotated, options.quick)?;
+    let compile_baseline = match &options.baseline {
+        Some(baseline) => Some(compile_times(baseline, options.quick)?),
+        None => None,
+    };
 
     let mut modules = vec![Module::load("shipped", &options.annotated)?];
-    for run in &variant_runs {
-        modules.push(Module::load(&run.name, &run.annotated)?);
+    if let Some(baseline) = &options.baseline {
+        modules.push(Module::load("baseline", baseline)?);
     }
     let modules: Vec<&Module> = modules.iter().collect();
-    // The shipped module, and the baseline (the last variant run) when there is one.
-    let shipped_and_baseline: Vec<&Module> = match &options.baseline {
-        Some(_) => vec![modules[0], modules[modules.len() - 1]],
-        None => vec![modules[0]],
-    };
     eprintln!(
         "bench: the four requests, natively and in {} module(s), interleaved",
         modules.len()
     );
     let main = main_inputs()?;
-    let mut per_module = measure_cases(&main, &modules, Schedule::main(options.quick))?;
-    let cases = per_module.remove(0);
-    for (run, results) in variant_runs.iter_mut().zip(per_module) {
-        run.cases = results
-            .iter()
-            .map(|r| {
-                (
-                    r.name.clone(),
-                    r.wasm.total.p50(),
-                    r.wasm.call.p50(),
-                    r.memory.after_call_bytes,
-                )
-            })
-            .collect();
-    }
+    let (cases, cases_baseline) = shipped_and_baseline(measure_cases(
+        &main,
+        &modules,
+        Schedule::main(options.quick),
+    )?);
 
     eprintln!("bench: size sweep");
     let sweep_inputs = sweep_sizes(options.quick)
@@ -141,27 +124,25 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
         .iter()
         .map(|&key| Ok((key, main_input(key)?)))
         .collect::<Result<Vec<_>>>()?;
-    let mut apiserver_cases = measure_cases(
+    let (apiserver, apiserver_baseline) = shipped_and_baseline(measure_cases(
         &apiserver_inputs,
-        &shipped_and_baseline,
+        &modules,
         Schedule::sweep(options.quick),
-    )?;
-    let apiserver = apiserver_cases.remove(0);
-    let apiserver_baseline = apiserver_cases.pop();
+    )?);
 
     eprintln!("bench: fleet scale");
-    let sizes = fleet_sizes(options.quick);
-    let fleet_inputs = sizes
+    let sizes_fleet = fleet_sizes(options.quick);
+    let fleet_inputs = sizes_fleet
         .iter()
         .map(|&pools| Ok(("fleet", inputs::fleet(pools)?)))
         .collect::<Result<Vec<_>>>()?;
-    let mut fleet_cases = measure_cases(
+    let (fleet_cases, fleet_cases_baseline) = shipped_and_baseline(measure_cases(
         &fleet_inputs,
-        &shipped_and_baseline,
+        &modules,
         Schedule::sweep(options.quick),
-    )?;
+    )?);
     let rows = |cases: Vec<CaseResult>| -> Vec<FleetRow> {
-        sizes
+        sizes_fleet
             .iter()
             .zip(&fleet_inputs)
             .zip(cases)
@@ -172,8 +153,8 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
             })
             .collect()
     };
-    let fleet = rows(fleet_cases.remove(0));
-    let fleet_baseline = fleet_cases.pop().map(rows);
+    let fleet = rows(fleet_cases);
+    let fleet_baseline = fleet_cases_baseline.map(rows);
 
     let cli = cli_run(options, &mut notes);
 
@@ -193,20 +174,27 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
             Schedule::sweep(options.quick).describe(),
         ),
         cases,
+        cases_baseline,
         sweep,
         fleet,
         fleet_baseline,
         apiserver,
         apiserver_baseline,
         compile,
-        variants,
-        variant_runs,
-        shipped_scenarios,
-        annotated_bytes: std::fs::metadata(&options.annotated)?.len(),
+        compile_baseline,
+        sizes,
         cli,
         notes,
         elapsed: started.elapsed(),
     })
+}
+
+/// The shipped module's results and the baseline's, when there is one.
+fn shipped_and_baseline(
+    mut per_module: Vec<Vec<CaseResult>>,
+) -> (Vec<CaseResult>, Option<Vec<CaseResult>>) {
+    let shipped = per_module.remove(0);
+    (shipped, per_module.pop())
 }
 
 /// Where [`profile`] runs the evaluations.
