@@ -217,7 +217,7 @@ push: annotated-policy.wasm
 # BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
 # before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
-bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
+bench: annotated-policy.wasm target/policy.cargo.wasm
 	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
 		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))

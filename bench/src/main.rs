@@ -27,18 +27,12 @@ struct Cli {
     /// The module after wasm-opt, before annotation.
     #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
     optimized: PathBuf,
-    /// Where scratch files go.
-    #[arg(long, value_name = "DIR", default_value = "target/bench")]
-    work_dir: PathBuf,
     /// The report file (its text outside the generated block is kept); `-` prints only.
     #[arg(long, value_name = "PATH", default_value = "BENCHMARKS.md")]
     output: String,
     /// The command shown in the report.
     #[arg(long, default_value = "make bench")]
     command: String,
-    /// The policy-host binary (default: the one next to this program).
-    #[arg(long, value_name = "PATH", env = "POLICY_HOST")]
-    host: Option<PathBuf>,
     /// Short budgets: checks that everything runs; the numbers are rough.
     #[arg(long)]
     quick: bool,
@@ -78,24 +72,12 @@ fn execute(cli: Cli) -> Result<()> {
         };
         return profile_loop(&cli.module, &profile[1], target, cli.iterations);
     }
-    let host = match cli.host {
-        Some(host) => host,
-        None => {
-            let exe = std::env::current_exe()?;
-            exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX))
-        }
-    };
-    if !host.is_file() {
-        bail!("{} not found: `make host` or pass --host", host.display());
-    }
     let workspace = std::env::current_dir()?;
     let options = SuiteOptions {
         annotated: cli.module,
         policy: cli.policy,
         optimized: cli.optimized,
-        host,
-        work_dir: cli.work_dir,
-        workspace: workspace.clone(),
+        workspace,
         output: (cli.output != "-").then(|| PathBuf::from(&cli.output)),
         command: cli.command,
         quick: cli.quick,

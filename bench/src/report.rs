@@ -4,7 +4,6 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cli::CliRun;
 use crate::measure::CaseResult;
 use crate::scale::{
     extra_memory, fleet_fit, linearity, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS,
@@ -43,8 +42,6 @@ pub struct Report {
     pub compile: CompileTimes,
     pub compile_baseline: Option<CompileTimes>,
     pub sizes: ModuleSizes,
-    pub cli: Option<CliRun>,
-    pub notes: Vec<String>,
     pub elapsed: Duration,
 }
 
@@ -372,17 +369,6 @@ pub fn render(report: &Report) -> String {
             fmt_ns(before.cached.p50()),
         );
     }
-    if let Some(cli) = &report.cli {
-        let _ = writeln!(
-            w,
-            "\nThe whole `policy-host run` process on the 10 KiB edit (start, cache load, \
-             settings validation, one evaluation), hyperfine, {} runs: {} ± {}.\n`{}`",
-            cli.runs,
-            fmt_ns(cli.mean_ns),
-            fmt_ns(cli.stddev_ns),
-            cli.command
-        );
-    }
 
     let sizes = &report.sizes;
     let _ = writeln!(
@@ -399,9 +385,6 @@ pub fn render(report: &Report) -> String {
         sizes.annotated,
         sizes.annotated_gzip.map_or("-".to_string(), fmt_bytes),
     );
-    for note in &report.notes {
-        let _ = writeln!(w, "\nNote: {note}");
-    }
     md
 }
 

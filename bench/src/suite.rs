@@ -6,11 +6,10 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 
 use policy_host::engine::{EngineOptions, Policy};
 
-use crate::cli::cli_run;
 use crate::inputs::{self, Apply, Input};
 use crate::machine::machine;
 use crate::measure::{lookups_of, measure_cases, native_validate, CaseResult, Module, Schedule};
@@ -27,10 +26,6 @@ pub struct SuiteOptions {
     pub policy: PathBuf,
     /// The module after wasm-opt, before annotation.
     pub optimized: PathBuf,
-    /// The policy-host binary (`policy-host run`, timed whole).
-    pub host: PathBuf,
-    /// Where scratch files go.
-    pub work_dir: PathBuf,
     pub workspace: PathBuf,
     /// The report; `None` prints it only.
     pub output: Option<PathBuf>,
@@ -83,9 +78,6 @@ pub const APISERVER_KEYS: [&str; 6] = ["token", "token-mf", "edit", "edit-mf", "
 pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
     let started = Instant::now();
     let load_at_start = std::fs::read_to_string("/proc/loadavg").ok();
-    std::fs::create_dir_all(&options.work_dir)
-        .with_context(|| format!("cannot create {}", options.work_dir.display()))?;
-    let mut notes = Vec::new();
 
     eprintln!("bench: module size, compile times");
     let sizes = ModuleSizes::of(&options.policy, &options.optimized, &options.annotated)?;
@@ -156,8 +148,6 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
     let fleet = rows(fleet_cases);
     let fleet_baseline = fleet_cases_baseline.map(rows);
 
-    let cli = cli_run(options, &mut notes);
-
     let mut machine = machine(&options.workspace);
     if let Some(load) = load_at_start {
         let fields: Vec<&str> = load.split_whitespace().take(3).collect();
@@ -183,8 +173,6 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
         compile,
         compile_baseline,
         sizes,
-        cli,
-        notes,
         elapsed: started.elapsed(),
     })
 }
