@@ -146,7 +146,6 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
             .collect()
     };
     let fleet = rows(fleet_cases);
-    let fleet_baseline = fleet_cases_baseline.map(rows);
 
     let mut machine = machine(&options.workspace);
     if let Some(load) = load_at_start {
@@ -167,7 +166,7 @@ pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
         cases_baseline,
         sweep,
         fleet,
-        fleet_baseline,
+        fleet_baseline: fleet_cases_baseline,
         apiserver,
         apiserver_baseline,
         compile,
