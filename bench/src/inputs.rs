@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use policy_host::admission::ValidateRequest;
 use policy_host::callbacks::HostContext;
@@ -29,7 +29,7 @@ pub const FILE_SIZE: usize = 10 * 1024;
 pub struct Input {
     pub name: String,
     pub request: Value,
-    pub settings: Value,
+    pub settings: Map<String, Value>,
     /// The verdict the policy must give (checked before measuring).
     pub allowed: bool,
     /// The host's answer to the MachinePool list, for a request that needs it (`contextAware`
@@ -43,7 +43,7 @@ impl Input {
         Input {
             name,
             request,
-            settings: json!({}),
+            settings: Map::new(),
             allowed,
             pool_list: None,
         }
@@ -189,7 +189,9 @@ pub fn fleet(pools: usize) -> Result<Input> {
         "metadata": {"resourceVersion": "4829131"},
         "items": items,
     });
-    input.settings = json!({ "contextAware": true });
+    input
+        .settings
+        .insert("contextAware".to_string(), json!(true));
     input.pool_list = Some(Arc::from(serde_json::to_vec(&list)?));
     input.name = format!("{pools} MachinePools");
     Ok(input)
@@ -518,7 +520,7 @@ mod tests {
             .filter(|p| p["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] == config)
             .collect();
         assert_eq!(referencing.len(), 1);
-        assert_eq!(input.settings, json!({"contextAware": true}));
+        assert_eq!(Value::Object(input.settings), json!({"contextAware": true}));
         // Only the field-masked fields.
         for item in items {
             let keys: Vec<&String> = item["metadata"].as_object().unwrap().keys().collect();

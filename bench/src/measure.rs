@@ -109,44 +109,37 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// One thing measured on one input: the native engine, or a module in the host with a fresh
-/// instance per evaluation.
-enum Meter<'a> {
-    Native {
-        payload: Vec<u8>,
-        host: Option<Arc<HostCallback>>,
-        samples: Vec<u64>,
-    },
-    Wasm {
-        policy: &'a Policy,
-        request: ValidateRequest,
-        settings: Map<String, Value>,
-        object: Option<Value>,
-        uid: String,
-        /// instantiate, call, total, host JSON
-        columns: [Vec<u64>; 4],
-    },
+/// One thing measured on one input (the native engine, or a module in the host with a fresh
+/// instance per evaluation): an evaluation gives one or more timings, each kept in a column.
+struct Meter<'a> {
+    evaluate: Box<dyn FnMut() -> Result<Vec<u64>> + 'a>,
+    columns: Vec<Vec<u64>>,
 }
 
 impl<'a> Meter<'a> {
     fn native(input: &Input) -> Result<Meter<'a>> {
-        Ok(Meter::Native {
-            payload: input.payload()?,
-            host: lookups_of(input),
-            samples: Vec::new(),
-        })
+        let (payload, host) = (input.payload()?, lookups_of(input));
+        Ok(Meter::new(move || {
+            let t = Instant::now();
+            black_box(native_validate(&payload, host.as_deref()));
+            Ok(vec![ns(t.elapsed())])
+        }))
     }
 
+    /// Columns: instantiate, call, total, host JSON.
     fn wasm(policy: &'a Policy, input: &Input) -> Result<Meter<'a>> {
-        let request = input.validate_request()?;
-        Ok(Meter::Wasm {
-            policy,
-            uid: request.uid().to_string(),
-            request,
-            settings: settings_map(&input.settings)?,
-            object: input.request.get("object").cloned(),
-            columns: Default::default(),
-        })
+        let (request, settings) = (input.validate_request()?, input.settings.clone());
+        let object = input.request.get("object").cloned();
+        Ok(Meter::new(move || {
+            evaluate_in_host(policy, &request, &settings, object.as_ref()).map(Vec::from)
+        }))
+    }
+
+    fn new(evaluate: impl FnMut() -> Result<Vec<u64>> + 'a) -> Meter<'a> {
+        Meter {
+            evaluate: Box::new(evaluate),
+            columns: Vec::new(),
+        }
     }
 
     /// Evaluates for `slice` and at least `min` times; keeps the timings if `keep`.
@@ -154,33 +147,11 @@ impl<'a> Meter<'a> {
         let start = Instant::now();
         let mut done = 0;
         while done < min || start.elapsed() < slice {
-            match self {
-                Meter::Native {
-                    payload,
-                    host,
-                    samples,
-                } => {
-                    let t = Instant::now();
-                    black_box(native_validate(payload, host.as_deref()));
-                    if keep {
-                        samples.push(ns(t.elapsed()));
-                    }
-                }
-                Meter::Wasm {
-                    policy,
-                    request,
-                    settings,
-                    object,
-                    uid,
-                    columns,
-                } => {
-                    let timings =
-                        evaluate_in_host(policy, request, settings, object.as_ref(), uid)?;
-                    if keep {
-                        for (column, value) in columns.iter_mut().zip(timings) {
-                            column.push(value);
-                        }
-                    }
+            let timings = (self.evaluate)()?;
+            if keep {
+                self.columns.resize(timings.len(), Vec::new());
+                for (column, value) in self.columns.iter_mut().zip(timings) {
+                    column.push(value);
                 }
             }
             done += 1;
@@ -188,26 +159,8 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
-    fn native_samples(self) -> Samples {
-        match self {
-            Meter::Native { samples, .. } => Samples::new(samples),
-            Meter::Wasm { .. } => unreachable!("a wasm meter"),
-        }
-    }
-
-    fn wasm_timings(self) -> WasmTimings {
-        match self {
-            Meter::Wasm { columns, .. } => {
-                let [instantiate, call, total, host_json] = columns;
-                WasmTimings {
-                    instantiate: Samples::new(instantiate),
-                    call: Samples::new(call),
-                    total: Samples::new(total),
-                    host_json: Samples::new(host_json),
-                }
-            }
-            Meter::Native { .. } => unreachable!("a native meter"),
-        }
+    fn samples(self) -> impl Iterator<Item = Samples> {
+        self.columns.into_iter().map(Samples::new)
     }
 }
 
@@ -217,7 +170,6 @@ fn evaluate_in_host(
     request: &ValidateRequest,
     settings: &Map<String, Value>,
     object: Option<&Value>,
-    uid: &str,
 ) -> Result<[u64; 4]> {
     let t0 = Instant::now();
     let payload = json!({ "request": request, "settings": settings }).to_string();
@@ -233,7 +185,8 @@ fn evaluate_in_host(
     drop(instance);
     let t4 = Instant::now();
     let response: ValidationResponse = serde_json::from_slice(&answer)?;
-    let response = from_validation_response(uid, object, &response).map_err(|e| anyhow!("{e}"))?;
+    let response =
+        from_validation_response(request.uid(), object, &response).map_err(|e| anyhow!("{e}"))?;
     black_box(response);
     let t5 = Instant::now();
     Ok([
@@ -258,14 +211,6 @@ fn run_schedule(meters: &mut [Meter<'_>], schedule: Schedule) -> Result<()> {
     Ok(())
 }
 
-fn settings_map(settings: &Value) -> Result<Map<String, Value>> {
-    match settings {
-        Value::Object(map) => Ok(map.clone()),
-        Value::Null => Ok(Map::new()),
-        _ => bail!("settings must be an object"),
-    }
-}
-
 pub fn load_policy(module: &Path, cache: bool) -> Result<Policy> {
     let options = EngineOptions {
         cache,
@@ -277,8 +222,7 @@ pub fn load_policy(module: &Path, cache: bool) -> Result<Policy> {
 /// Checks the module and the native engine give the input's expected verdict, the same line.
 fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
     let request = input.validate_request()?;
-    let settings = settings_map(&input.settings)?;
-    let wasm = run::validate(policy, &request, &settings);
+    let wasm = run::validate(policy, &request, &input.settings);
     let native: ValidationResponse = serde_json::from_slice(&native_validate(
         &input.payload()?,
         lookups_of(input).as_deref(),
@@ -405,17 +349,23 @@ pub fn measure_cases(
     let mut results: Vec<Vec<CaseResult>> = modules.iter().map(|_| Vec::new()).collect();
     let mut meters = meters.into_iter();
     for (key, input) in inputs {
-        let native = meters.next().context("a native meter")?.native_samples();
+        let native = meters.next().context("a native meter")?.samples().next();
         for (m, module) in modules.iter().enumerate() {
-            let wasm = meters.next().context("a wasm meter")?.wasm_timings();
+            let mut wasm = meters.next().context("a wasm meter")?.samples();
+            let mut column = || wasm.next().context("a wasm timing");
             results[m].push(CaseResult {
                 key,
                 name: input.name.clone(),
                 object_bytes: input.object_bytes(),
                 payload_bytes: input.payload()?.len(),
                 allowed: input.allowed,
-                native: native.clone(),
-                wasm,
+                native: native.clone().context("a native timing")?,
+                wasm: WasmTimings {
+                    instantiate: column()?,
+                    call: column()?,
+                    total: column()?,
+                    host_json: column()?,
+                },
                 memory: memory_of(&module.probe, input)?,
             });
         }
