@@ -61,7 +61,7 @@ impl MemoryProbe {
         let mut linker: Linker<ProbeState> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut ProbeState| &mut s.wasi)
             .map_err(|e| anyhow!("cannot link WASI: {e}"))?;
-        add_wapc_imports(&mut linker)?;
+        add_wapc_imports(&mut linker).map_err(|e| anyhow!("cannot link waPC: {e}"))?;
         Ok(MemoryProbe {
             engine,
             linker,
@@ -69,13 +69,8 @@ impl MemoryProbe {
         })
     }
 
-    /// Calls `operation` with `payload` on a fresh instance and reports its memory.
-    pub fn measure(&self, operation: &str, payload: &[u8]) -> Result<MemoryUse> {
-        self.measure_serving(operation, payload, None)
-    }
-
-    /// [`measure`](Self::measure), with `host` answering the guest's host calls (without one,
-    /// every host call fails).
+    /// Calls `operation` with `payload` on a fresh instance and reports its memory; `host`
+    /// answers the guest's host calls (without one, every host call fails).
     pub fn measure_serving(
         &self,
         operation: &str,
@@ -165,8 +160,7 @@ fn read_text(caller: &mut Caller<'_, ProbeState>, ptr: i32, len: i32) -> wasmtim
 
 /// The waPC host functions. `__host_call` goes to the probe's host callback, when it has one
 /// (as policy-server's), and fails otherwise.
-fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
-    let wrap = |e: wasmtime::Error| anyhow!("cannot link waPC: {e}");
+fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> wasmtime::Result<()> {
     linker
         .func_wrap(
             "wapc",
@@ -177,9 +171,7 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 write(&mut caller, operation_ptr, &operation)?;
                 write(&mut caller, payload_ptr, &payload)
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__guest_response",
@@ -188,9 +180,7 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 caller.data_mut().response = Some(bytes);
                 Ok(())
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__guest_error",
@@ -199,16 +189,12 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 caller.data_mut().error = Some(String::from_utf8_lossy(&bytes).into_owned());
                 Ok(())
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__console_log",
             |_: Caller<'_, ProbeState>, _ptr: i32, _len: i32| {},
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_call",
@@ -244,9 +230,7 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                     }
                 })
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_response",
@@ -254,18 +238,14 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 let bytes = std::mem::take(&mut caller.data_mut().host_response);
                 write(&mut caller, ptr, &bytes)
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_response_len",
             |caller: Caller<'_, ProbeState>| -> i32 {
                 i32::try_from(caller.data().host_response.len()).unwrap_or(i32::MAX)
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_error",
@@ -273,16 +253,13 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 let bytes = std::mem::take(&mut caller.data_mut().host_error);
                 write(&mut caller, ptr, &bytes)
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_error_len",
             |caller: Caller<'_, ProbeState>| -> i32 {
                 i32::try_from(caller.data().host_error.len()).unwrap_or(i32::MAX)
             },
-        )
-        .map_err(wrap)?;
+        )?;
     Ok(())
 }

@@ -47,14 +47,6 @@ impl Samples {
     pub fn p99(&self) -> f64 {
         self.percentile(99.0)
     }
-
-    pub fn min(&self) -> f64 {
-        self.sorted_ns[0] as f64
-    }
-
-    pub fn mean(&self) -> f64 {
-        self.sorted_ns.iter().map(|&v| v as f64).sum::<f64>() / self.sorted_ns.len() as f64
-    }
 }
 
 /// `y = intercept + slope * x`, fitted by least squares, with its coefficient of
@@ -130,8 +122,6 @@ mod tests {
         let s = Samples::new((1..=100).rev().collect());
         assert_eq!(s.p50(), 50.0);
         assert_eq!(s.p99(), 99.0);
-        assert_eq!(s.min(), 1.0);
-        assert_eq!(s.mean(), 50.5);
         let few = Samples::new(vec![3, 1, 2]);
         assert_eq!(few.p99(), 3.0);
         assert_eq!(few.p50(), 2.0);
