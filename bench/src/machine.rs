@@ -18,6 +18,7 @@ fn lock_version(workspace: &Path, name: &str) -> Option<String> {
     Some(lock[start..].split('"').next()?.to_string())
 }
 
+/// What the numbers were measured on, and the load average at the start of the run.
 pub fn machine(workspace: &Path) -> Vec<(String, String)> {
     let mut rows = Vec::new();
     let lscpu = command_output("lscpu", &[]).unwrap_or_default();
@@ -87,6 +88,11 @@ pub fn machine(workspace: &Path) -> Vec<(String, String)> {
         ],
     ) {
         rows.push(("commit".to_string(), commit));
+    }
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        let fields: Vec<&str> = load.split_whitespace().take(3).collect();
+        let row = ("load average at start (1, 5, 15 min)", fields.join(", "));
+        rows.push((row.0.to_string(), row.1));
     }
     rows
 }
