@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use crate::measure::{CaseResult, WasmTimings};
 use crate::scale::{
-    extra_memory, fleet_fit, linearity, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS,
-    TARGET_FLEET_POOLS,
+    extra_memory, growth, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS, TARGET_FLEET_POOLS,
 };
 use crate::size::{CompileTimes, ModuleSizes};
 use crate::stats::{fmt_bytes, fmt_ns, Samples};
@@ -109,16 +108,19 @@ pub fn targets(report: &Report) -> Vec<TargetRow> {
             big.memory.after_call_bytes <= TARGET_2MIB_PEAK_BYTES,
         ));
     }
-    if let Some(lin) = linearity(&sweep_points(report, |c| c.wasm.total.p50())) {
+    let sweep: Vec<(f64, f64)> = report
+        .sweep
+        .iter()
+        .map(|c| (c.object_bytes as f64 / 1024.0, c.wasm.total.p50()))
+        .collect();
+    if let Some(growth) = growth(&sweep, 64.0) {
         rows.push(row(
-            "cost linear in object size (wasm)".to_string(),
+            "cost linear in object size (wasm), from 64 KiB to the largest".to_string(),
             format!(
-                "R² {:.4}, exponent {:.2}, per-KiB cost largest/64 KiB {:.2}",
-                lin.fit.r_squared,
-                lin.exponent,
-                lin.per_kib_largest / lin.per_kib_64
+                "exponent {:.2}, per-KiB cost largest/64 KiB {:.2}",
+                growth.exponent, growth.ratio
             ),
-            lin.fit.r_squared >= 0.99 && (0.9..=1.1).contains(&lin.exponent),
+            (0.9..=1.1).contains(&growth.exponent),
         ));
     }
     if let Some(fleet) = report.fleet.iter().find(|r| r.pools == TARGET_FLEET_POOLS) {
@@ -145,25 +147,22 @@ pub fn targets(report: &Report) -> Vec<TargetRow> {
             extra <= TARGET_FLEET_EXTRA_BYTES,
         ));
     }
-    if let Some(fit) = fleet_fit(&report.fleet) {
+    let fleet: Vec<(f64, f64)> = report
+        .fleet
+        .iter()
+        .map(|r| (r.pools as f64, r.case.wasm.call.p50()))
+        .collect();
+    if let Some(growth) = growth(&fleet, TARGET_FLEET_POOLS as f64) {
         rows.push(row(
-            "cost linear in MachinePools (guest call)".to_string(),
+            "cost linear in MachinePools (guest call), from 1,000 pools to the largest".to_string(),
             format!(
-                "R² {:.4}, exponent {:.2}, per-pool cost largest/1,000 pools {:.2}",
-                fit.call.r_squared, fit.exponent, fit.per_pool_ratio
+                "exponent {:.2}, per-pool cost largest/1,000 pools {:.2}",
+                growth.exponent, growth.ratio
             ),
-            fit.call.r_squared >= 0.99 && (0.8..=1.25).contains(&fit.per_pool_ratio),
+            (0.8..=1.25).contains(&growth.ratio),
         ));
     }
     rows
-}
-
-fn sweep_points(report: &Report, ns: impl Fn(&CaseResult) -> f64) -> Vec<(usize, f64)> {
-    report
-        .sweep
-        .iter()
-        .map(|c| (c.object_bytes, ns(c)))
-        .collect()
 }
 
 /// A markdown table: `head` names the columns, separated by ` | `, a `<` before a column of
@@ -323,23 +322,6 @@ pub fn render(report: &Report) -> String {
             .collect()
     });
     table(w, head, rows);
-    for (label, ns) in [("native", native), ("wasm (fresh instance + call)", wasm)] {
-        if let Some(lin) = linearity(&sweep_points(report, ns)) {
-            let _ = writeln!(
-                w,
-                "\n{label}: least squares over every point: {} + {} per KiB, R² = {:.4}; \
-                 exponent k in added cost ~ added size^k over 64 KiB and up: {:.2}; marginal per-KiB \
-                 cost {} at 64 KiB, {} at the largest (ratio {:.2}).",
-                fmt_ns(lin.fit.intercept),
-                fmt_ns(lin.fit.slope),
-                lin.fit.r_squared,
-                lin.exponent,
-                fmt_ns(lin.per_kib_64),
-                fmt_ns(lin.per_kib_largest),
-                lin.per_kib_largest / lin.per_kib_64,
-            );
-        }
-    }
 
     if !report.apiserver.is_empty() {
         render_apiserver(w, report);
@@ -479,23 +461,6 @@ fn render_fleet(w: &mut String, report: &Report) {
         before_cells(cells, baseline, i, |t| &t.call)
     });
     table(w, &before_head(head, baseline, "wasm call"), rows);
-    if let Some(fit) = fleet_fit(&report.fleet) {
-        let _ = writeln!(
-            w,
-            "\nwasm call: least squares over every row: {} + {} per 1,000 pools, R² = {:.4}; \
-             exponent k in added time ~ added pools^k over 100 pools and up: {:.2}; time added \
-             per pool at the largest row / at 1,000 pools: {:.2}. Peak memory: {} + {} per \
-             1,000 pools, R² = {:.4}.",
-            fmt_ns(fit.call.intercept),
-            fmt_ns(fit.call.slope * 1000.0),
-            fit.call.r_squared,
-            fit.exponent,
-            fit.per_pool_ratio,
-            bytes(fit.memory.intercept.max(0.0) as u64),
-            bytes((fit.memory.slope * 1000.0).max(0.0) as u64),
-            fit.memory.r_squared,
-        );
-    }
 }
 
 /// Puts `generated` between the markers of `existing` (or builds a new file around it).
