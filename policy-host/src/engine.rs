@@ -32,6 +32,31 @@ pub const INIT_INTERRUPTED: &str = "init interrupted, execution deadline exceede
 pub type HostCallback =
     dyn Fn(&str, &str, &str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync + 'static;
 
+/// The engine's flags on the command line (`run`, `annotate`, `bench`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Turn off usage of wasmtime cache.
+    #[arg(long)]
+    pub disable_wasmtime_cache: bool,
+    /// Evaluation deadline in milliseconds (policy-server's default is 2 s); 0 disables it.
+    #[arg(
+        long,
+        hide = true,
+        env = "POLICY_HOST_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
+    pub timeout_ms: u64,
+}
+
+impl EngineArgs {
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
+            cache: !self.disable_wasmtime_cache,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
     /// `None` disables timeout protection.

@@ -16,8 +16,52 @@ use crate::admission::{
     ValidationResponse, TIMEOUT_MESSAGE,
 };
 use crate::callbacks::{Cluster, HostContext, Session};
-use crate::engine::{self, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED};
+use crate::engine::{
+    self, EngineArgs, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED,
+};
 use crate::metadata::{self, ExecutionMode, Metadata, PolicyType};
+
+/// `run`'s command line, kwctl's flags for a local module (`bench` takes them too).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// File containing the Kubernetes admission request object in JSON format (`-` for stdin).
+    #[arg(short = 'r', long, value_name = "PATH")]
+    pub request_path: String,
+    /// File containing the settings for this policy (YAML or JSON); wins over --settings-json.
+    #[arg(short = 's', long, value_name = "PATH")]
+    pub settings_path: Option<PathBuf>,
+    /// JSON string containing the settings for this policy.
+    #[arg(long, value_name = "VALUE")]
+    pub settings_json: Option<String>,
+    /// Grant access to the Kubernetes resources listed in the policy's `contextAwareResources`.
+    #[arg(long)]
+    pub allow_context_aware: bool,
+    /// Answer the policy's host capability calls from a kwctl session file.
+    #[arg(long, value_name = "FILE")]
+    pub replay_host_capabilities_interactions: Option<PathBuf>,
+    /// Validate a raw request (the input is given to the policy as it is).
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The policy module (.wasm).
+    pub module: PathBuf,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            module: self.module.clone(),
+            request_path: self.request_path.clone(),
+            settings_path: self.settings_path.clone(),
+            settings_json: self.settings_json.clone(),
+            allow_context_aware: self.allow_context_aware,
+            replay_session: self.replay_host_capabilities_interactions.clone(),
+            raw: self.raw,
+            engine: self.engine.options(),
+        }
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
