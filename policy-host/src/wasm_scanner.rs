@@ -95,19 +95,10 @@ fn appears_alone(data: &[u8], short: &[u8], long: &[u8]) -> bool {
 
 /// The first position at or after `from` where `needle` occurs.
 fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut at = from;
-    while at + needle.len() <= haystack.len() {
-        let next = haystack[at..=haystack.len() - needle.len()]
-            .iter()
-            .position(|b| *b == first)?;
-        at += next;
-        if haystack[at..].starts_with(needle) {
-            return Some(at);
-        }
-        at += 1;
-    }
-    None
+    let mut windows = haystack.get(from..)?.windows(needle.len());
+    windows
+        .position(|window| window == needle)
+        .map(|at| at + from)
 }
 
 /// kwctl's warnings, in its order and words: the capabilities detected but not declared,
