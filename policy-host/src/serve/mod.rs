@@ -47,9 +47,14 @@ pub use config::PolicyMode;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Log level.
-    #[arg(long, value_name = "LOG_LEVEL", env = "KUBEWARDEN_LOG_LEVEL", default_value = "info",
-          value_parser = ["trace", "debug", "info", "warn", "error"])]
-    pub log_level: String,
+    #[arg(
+        long,
+        value_name = "LOG_LEVEL",
+        env = "KUBEWARDEN_LOG_LEVEL",
+        default_value = "info",
+        value_enum
+    )]
+    pub log_level: LogLevel,
     /// Log output format (accepted; policy-host writes text).
     #[arg(long, value_name = "LOG_FMT", env = "KUBEWARDEN_LOG_FMT", default_value = "text",
           value_parser = ["text", "json", "otlp"])]
@@ -66,38 +71,23 @@ pub struct ServeArgs {
     )]
     pub address: String,
     /// Listen on PORT.
-    #[arg(
-        long,
-        value_name = "PORT",
-        env = "KUBEWARDEN_PORT",
-        default_value = "3000"
-    )]
+    #[arg(long, env = "KUBEWARDEN_PORT", default_value = "3000")]
     pub port: String,
     /// Expose readiness endpoint on READINESS_PROBE_PORT (plain HTTP, as policy-server).
-    #[arg(
-        long,
-        value_name = "READINESS_PROBE_PORT",
-        env = "KUBEWARDEN_READINESS_PROBE_PORT",
-        default_value = "8081"
-    )]
+    #[arg(long, env = "KUBEWARDEN_READINESS_PROBE_PORT", default_value = "8081")]
     pub readiness_probe_port: String,
     /// Number of evaluations run at once [default: the number of CPUs].
     #[arg(long, value_name = "WORKERS_NUMBER", env = "KUBEWARDEN_WORKERS")]
     pub workers: Option<String>,
     /// Path to an X.509 certificate file for HTTPS.
-    #[arg(long, value_name = "CERT_FILE", env = "KUBEWARDEN_CERT_FILE")]
+    #[arg(long, env = "KUBEWARDEN_CERT_FILE")]
     pub cert_file: Option<PathBuf>,
     /// Path to an X.509 private key file for HTTPS.
-    #[arg(long, value_name = "KEY_FILE", env = "KUBEWARDEN_KEY_FILE")]
+    #[arg(long, env = "KUBEWARDEN_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// Path to a CA certificate file that issued the client certificate. Required to enable
     /// mTLS.
-    #[arg(
-        long,
-        value_name = "CLIENT_CA_FILE",
-        env = "KUBEWARDEN_CLIENT_CA_FILE",
-        value_delimiter = ','
-    )]
+    #[arg(long, env = "KUBEWARDEN_CLIENT_CA_FILE", value_delimiter = ',')]
     pub client_ca_file: Vec<PathBuf>,
     /// YAML file holding the policies to be loaded and their settings.
     #[arg(
@@ -108,17 +98,11 @@ pub struct ServeArgs {
     )]
     pub policies: PathBuf,
     /// Download path for the policies (accepted; policy-host loads file:// modules only).
-    #[arg(
-        long,
-        value_name = "POLICIES_DOWNLOAD_DIR",
-        env = "KUBEWARDEN_POLICIES_DOWNLOAD_DIR",
-        default_value = "."
-    )]
+    #[arg(long, env = "KUBEWARDEN_POLICIES_DOWNLOAD_DIR", default_value = ".")]
     pub policies_download_dir: PathBuf,
     /// Directory used to cache sigstore data (accepted and ignored).
     #[arg(
         long,
-        value_name = "SIGSTORE_CACHE_DIR",
         env = "KUBEWARDEN_SIGSTORE_CACHE_DIR",
         default_value = "sigstore-data"
     )]
@@ -131,7 +115,7 @@ pub struct ServeArgs {
     )]
     pub sigstore_trust_config: Option<PathBuf>,
     /// YAML file holding source information (accepted and ignored: no registry pulls).
-    #[arg(long, value_name = "SOURCES_PATH", env = "KUBEWARDEN_SOURCES_PATH")]
+    #[arg(long, env = "KUBEWARDEN_SOURCES_PATH")]
     pub sources_path: Option<PathBuf>,
     /// YAML file holding verification information (refused: policy-host verifies no
     /// signatures).
@@ -197,25 +181,13 @@ pub struct ServeArgs {
     pub continue_on_errors: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum LogLevel {
     Trace,
     Debug,
     Info,
     Warn,
     Error,
-}
-
-impl LogLevel {
-    fn parse(level: &str) -> LogLevel {
-        match level {
-            "trace" => LogLevel::Trace,
-            "debug" => LogLevel::Debug,
-            "warn" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            _ => LogLevel::Info,
-        }
-    }
 }
 
 /// A policy of policies.yml, loaded: its module compiled and its settings accepted.
@@ -271,7 +243,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     if args.daemon {
         bail!("policy-host serve does not daemonize: drop --daemon and run it in the background");
     }
-    let log_level = LogLevel::parse(&args.log_level);
+    let log_level = args.log_level;
     for (ignored, given) in [
         ("--enable-metrics", args.enable_metrics),
         ("--enable-pprof", args.enable_pprof),
