@@ -129,14 +129,6 @@ impl Session {
         Ok(Session { exchanges })
     }
 
-    pub fn len(&self) -> usize {
-        self.exchanges.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.exchanges.is_empty()
-    }
-
     /// kwctl's `produce_recorded_response`.
     fn answer(&mut self, request: &CallbackRequestType) -> std::result::Result<Vec<u8>, String> {
         match self.exchanges.pop_front() {
@@ -224,7 +216,7 @@ impl HostContext {
     /// Exchanges of the session nobody asked for (kwctl warns about them at the end).
     pub fn leftover_exchanges(&self) -> usize {
         match &*self.lock_cluster() {
-            Cluster::Replay(session) => session.len(),
+            Cluster::Replay(session) => session.exchanges.len(),
             #[cfg(feature = "serve")]
             Cluster::Kube(_) => 0,
             Cluster::None => 0,

@@ -143,33 +143,20 @@ impl Policy {
             .rehydrate(self.deadlines)
             .map_err(|e| wapc::errors::Error::ProviderFailure(Box::new(e)))?;
         let callback = self.callback.clone();
-        let host = wapc::WapcHost::new(
+        wapc::WapcHost::new(
             Box::new(provider),
             Some(Box::new(
                 move |_id, binding, namespace, operation, payload| {
                     callback(binding, namespace, operation, payload).map_err(|e| e.into())
                 },
             )),
-        )?;
-        Ok(Instance { host })
+        )
     }
 }
 
-pub struct Instance {
-    host: wapc::WapcHost,
-}
-
-impl Instance {
-    /// Calls a waPC guest function. What the guest sends with `__console_log` meanwhile is
-    /// kept for [`take_guest_logs`].
-    pub fn call(
-        &self,
-        operation: &str,
-        payload: &[u8],
-    ) -> std::result::Result<Vec<u8>, wapc::errors::Error> {
-        self.host.call(operation, payload)
-    }
-}
+/// An instance of the module: [`Instance::call`] calls a waPC guest function. What the guest
+/// sends with `__console_log` meanwhile is kept for [`take_guest_logs`].
+pub type Instance = wapc::WapcHost;
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
 fn start_epoch_ticker(engine: &wasmtime::Engine) {

@@ -79,7 +79,6 @@ pub struct RunOptions {
 /// What a run produced besides the response: messages for stderr.
 #[derive(Debug, Default)]
 pub struct RunReport {
-    pub response: Option<AdmissionResponse>,
     /// Messages the guest sent with `__console_log`, in order.
     pub guest_logs: Vec<String>,
     pub warnings: Vec<String>,
@@ -98,7 +97,6 @@ pub fn run(options: &RunOptions, report: &mut RunReport) -> Result<AdmissionResp
             "Some of the recorded exchanges have not been replayed: {leftovers} left"
         ));
     }
-    report.response = Some(response.clone());
     Ok(response)
 }
 
@@ -276,9 +274,10 @@ pub fn validate_settings(
     let payload = Value::Object(settings.clone()).to_string();
     match instance.call("validate_settings", payload.as_bytes()) {
         Ok(response) => {
+            // policy-evaluator's `WapcRuntimeError::InvalidResponseWithError`, as Debug shows it.
             serde_json::from_slice(&response).unwrap_or_else(|e| SettingsValidationResponse {
                 valid: false,
-                message: Some(format!("error: {:?}", InvalidResponse(e))),
+                message: Some(format!("error: InvalidResponseWithError({e:?})")),
             })
         }
         Err(e) => SettingsValidationResponse {
@@ -287,18 +286,6 @@ pub fn validate_settings(
                 "Error invoking settings validation callback: {e:?}"
             )),
         },
-    }
-}
-
-/// Shapes the Debug text of a bad settings answer like policy-evaluator's
-/// `WapcRuntimeError::InvalidResponseWithError`.
-struct InvalidResponse(serde_json::Error);
-
-impl std::fmt::Debug for InvalidResponse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("InvalidResponseWithError")
-            .field(&self.0)
-            .finish()
     }
 }
 

@@ -305,14 +305,10 @@ fn bind_address(address: &str, port: &str) -> Result<SocketAddr> {
         .map_err(|e| anyhow!("error parsing arguments: {}", e))
 }
 
-/// A compiled module and what its metadata says, before settings are validated.
-struct Precompiled {
-    bytes: Vec<u8>,
-}
-
 /// policy-server's `PrecompiledPolicy::new`, for a file:// module run by policy-host: the
-/// metadata's execution mode, minimum Kubewarden version and protocol version checked.
-fn precompile(module: &str) -> Result<Precompiled> {
+/// metadata's execution mode, minimum Kubewarden version and protocol version checked; the
+/// module's bytes.
+fn precompile(module: &str) -> Result<Vec<u8>> {
     let path = config::module_path(module)?;
     let bytes = std::fs::read(&path)
         .with_context(|| format!("cannot read policy module {}", path.display()))?;
@@ -350,7 +346,7 @@ fn precompile(module: &str) -> Result<Precompiled> {
             "policy-host serve runs kubewarden-wapc policies only; {module} has executionMode {mode:?}"
         );
     }
-    Ok(Precompiled { bytes })
+    Ok(bytes)
 }
 
 /// policy-server's bootstrap: every module first (the first failure ends the start), then
@@ -362,7 +358,7 @@ fn load_policies(
     cluster: &kube::KubeCluster,
     continue_on_errors: bool,
 ) -> Result<BTreeMap<String, std::result::Result<ServedPolicy, String>>> {
-    let mut precompiled: BTreeMap<&str, std::result::Result<Arc<Precompiled>, String>> =
+    let mut precompiled: BTreeMap<&str, std::result::Result<Arc<Vec<u8>>, String>> =
         BTreeMap::new();
     for policy in policies.values() {
         if !precompiled.contains_key(policy.module.as_str()) {
@@ -406,7 +402,7 @@ fn load_policies(
 fn load_policy(
     id: &str,
     policy: &config::PolicyConfig,
-    module: &Precompiled,
+    module: &[u8],
     capabilities: HostCapabilities,
     global_timeout: Option<u64>,
     cluster: &kube::KubeCluster,
@@ -426,7 +422,7 @@ fn load_policy(
         timeout: timeout.map(Duration::from_secs),
         cache: true,
     };
-    let compiled = Policy::from_bytes(&module.bytes, &options, context.into_callback())
+    let compiled = Policy::from_bytes(module, &options, context.into_callback())
         .map_err(|e| anyhow!("bootstrap failure: {id}: {e:#}"))?;
     let instance = compiled
         .instantiate()
