@@ -7,10 +7,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use policy_host::annotate::{annotate, AnnotateOptions};
+use policy_host::annotate::{annotate, AnnotateArgs};
 #[cfg(feature = "bench")]
 use policy_host::bench::{bench, BenchArgs};
-use policy_host::engine::EngineArgs;
 use policy_host::run::{inspect, run, RunArgs, RunReport};
 #[cfg(feature = "serve")]
 use policy_host::serve::{serve, ServeArgs};
@@ -66,23 +65,6 @@ fn not_built(command: &str, feature: &str) -> Result<()> {
 }
 
 #[derive(Args)]
-struct AnnotateArgs {
-    /// File containing the metadata.
-    #[arg(short = 'm', long, value_name = "PATH")]
-    metadata_path: PathBuf,
-    /// File containing the usage information of the policy.
-    #[arg(short = 'u', long, value_name = "PATH")]
-    usage_path: Option<PathBuf>,
-    /// Output file.
-    #[arg(short = 'o', long, value_name = "PATH")]
-    output_path: PathBuf,
-    #[command(flatten)]
-    engine: EngineArgs,
-    /// The policy module (.wasm).
-    module: PathBuf,
-}
-
-#[derive(Args)]
 struct InspectArgs {
     /// The annotated policy module (.wasm).
     module: PathBuf,
@@ -123,14 +105,7 @@ fn execute(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Annotate(args) => {
-            let annotated = annotate(&AnnotateOptions {
-                module: args.module,
-                metadata_path: args.metadata_path,
-                usage_path: args.usage_path,
-                output: args.output_path,
-                engine: args.engine.options(),
-            })?;
-            for warning in &annotated.warnings {
+            for warning in annotate(&args)? {
                 eprintln!(" WARN policy-host: {warning}");
             }
             Ok(())
