@@ -92,16 +92,8 @@ impl KubeCluster {
                         "resource {api_version}/{kind} is cluster wide. Cannot search for it inside of a namespace"
                     ));
                 }
-                let list = list(
-                    client,
-                    resource,
-                    Some(namespace),
-                    label_selector.as_deref(),
-                    field_selector.as_deref(),
-                    field_masks.as_ref(),
-                )
-                .await?;
-                payload(&list)
+                let selectors = [label_selector, field_selector];
+                payload(&list(client, resource, Some(namespace), selectors, field_masks).await?)
             }
             CallbackRequestType::KubernetesListResourceAll {
                 api_version,
@@ -111,16 +103,8 @@ impl KubeCluster {
                 field_masks,
             } => {
                 let resource = self.kube_resource(&client, api_version, kind).await?;
-                let list = list(
-                    client,
-                    resource,
-                    None,
-                    label_selector.as_deref(),
-                    field_selector.as_deref(),
-                    field_masks.as_ref(),
-                )
-                .await?;
-                payload(&list)
+                let selectors = [label_selector, field_selector];
+                payload(&list(client, resource, None, selectors, field_masks).await?)
             }
             CallbackRequestType::KubernetesGetResource {
                 api_version,
@@ -220,10 +204,9 @@ fn payload<T: serde::Serialize>(value: &T) -> Result<Vec<u8>> {
 async fn list(
     client: kube::Client,
     resource: KubeResource,
-    namespace: Option<&str>,
-    label_selector: Option<&str>,
-    field_selector: Option<&str>,
-    field_masks: Option<&BTreeSet<String>>,
+    namespace: Option<&String>,
+    [label_selector, field_selector]: [&Option<String>; 2],
+    field_masks: &Option<BTreeSet<String>>,
 ) -> Result<ObjectList<DynamicObject>> {
     let api = match namespace {
         Some(namespace) => {
@@ -238,7 +221,7 @@ async fn list(
     if let Some(selector) = field_selector {
         params = params.fields(selector);
     }
-    let mask = field_masks.map(FieldMask::new);
+    let mask = field_masks.as_ref().map(FieldMask::new);
     let mut items = Vec::new();
     let mut continue_token: Option<String> = None;
     // Pages of 500, as kube's watcher lists them.
