@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use serde_json::{json, Map, Value};
 
 use capi_bootstrap_rollout_policy::engine::validate_payload_with;
@@ -35,34 +35,32 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn main(quick: bool) -> Schedule {
-        if quick {
-            Schedule {
-                warm_up: Duration::from_millis(10),
-                rounds: 2,
-                slice: Duration::from_millis(10),
-                min_per_slice: 1,
-            }
-        } else {
-            Schedule {
-                warm_up: Duration::from_millis(100),
-                rounds: 20,
-                slice: Duration::from_millis(60),
-                min_per_slice: 3,
-            }
+    const QUICK: Schedule = Schedule::new(10, 2, 10, 1);
+
+    const fn new(warm_up_ms: u64, rounds: usize, slice_ms: u64, min_per_slice: usize) -> Self {
+        Schedule {
+            warm_up: Duration::from_millis(warm_up_ms),
+            rounds,
+            slice: Duration::from_millis(slice_ms),
+            min_per_slice,
         }
     }
 
+    /// The headline requests'.
+    pub fn main(quick: bool) -> Schedule {
+        if quick {
+            Schedule::QUICK
+        } else {
+            Schedule::new(100, 20, 60, 3)
+        }
+    }
+
+    /// The sweep's, and the other tables'.
     pub fn sweep(quick: bool) -> Schedule {
         if quick {
-            Schedule::main(true)
+            Schedule::QUICK
         } else {
-            Schedule {
-                warm_up: Duration::from_millis(50),
-                rounds: 15,
-                slice: Duration::from_millis(30),
-                min_per_slice: 1,
-            }
+            Schedule::new(50, 15, 30, 1)
         }
     }
 
@@ -223,28 +221,21 @@ pub fn load_policy(module: &Path, cache: bool) -> Result<Policy> {
 fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
     let request = input.validate_request()?;
     let wasm = run::validate(policy, &request, &input.settings);
-    let native: ValidationResponse = serde_json::from_slice(&native_validate(
-        &input.payload()?,
-        lookups_of(input).as_deref(),
-    ))?;
+    let native = native_validate(&input.payload()?, lookups_of(input).as_deref());
+    let native = serde_json::from_slice::<ValidationResponse>(&native)?;
     let native = from_validation_response(request.uid(), input.request.get("object"), &native)
         .map_err(|e| anyhow!("{e}"))?;
-    if wasm.to_line() != native.to_line() {
-        bail!(
-            "{}: the module and the native engine disagree:\n  wasm   {}\n  native {}",
-            input.name,
-            wasm.to_line(),
-            native.to_line()
-        );
-    }
-    if wasm.allowed != input.allowed {
-        bail!(
-            "{}: expected allowed={}, got {}",
-            input.name,
-            input.allowed,
-            wasm.to_line()
-        );
-    }
+    let (name, line) = (&input.name, wasm.to_line());
+    ensure!(
+        line == native.to_line(),
+        "{name}: the module and the native engine disagree:\n  wasm   {line}\n  native {}",
+        native.to_line()
+    );
+    ensure!(
+        wasm.allowed == input.allowed,
+        "{name}: expected allowed={}, got {line}",
+        input.allowed
+    );
     Ok(())
 }
 

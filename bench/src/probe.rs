@@ -20,8 +20,8 @@ struct ProbeState {
     error: Option<String>,
     /// Answers the guest's `__host_call` (the pool list of the fleet benchmark).
     host: Option<Arc<HostCallback>>,
-    host_response: Vec<u8>,
-    host_error: Vec<u8>,
+    /// The last host call's answer: [response, error], one of them empty.
+    host_answer: [Vec<u8>; 2],
 }
 
 /// Linear memory sizes of one evaluation on a fresh instance.
@@ -84,8 +84,7 @@ impl MemoryProbe {
             response: None,
             error: None,
             host,
-            host_response: Vec::new(),
-            host_error: Vec::new(),
+            host_answer: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
         let instance = self
@@ -216,50 +215,31 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> wasmtime::Result<()> {
                     Some(host) => host(&binding, &namespace, &operation, &payload),
                     None => Err("the memory probe has no host".to_string()),
                 };
-                let state = caller.data_mut();
-                state.host_response.clear();
-                state.host_error.clear();
-                Ok(match answer {
-                    Ok(bytes) => {
-                        state.host_response = bytes;
-                        1
-                    }
-                    Err(error) => {
-                        state.host_error = error.into_bytes();
-                        0
-                    }
-                })
-            },
-        )?
-        .func_wrap(
-            "wapc",
-            "__host_response",
-            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
-                let bytes = std::mem::take(&mut caller.data_mut().host_response);
-                write(&mut caller, ptr, &bytes)
-            },
-        )?
-        .func_wrap(
-            "wapc",
-            "__host_response_len",
-            |caller: Caller<'_, ProbeState>| -> i32 {
-                i32::try_from(caller.data().host_response.len()).unwrap_or(i32::MAX)
-            },
-        )?
-        .func_wrap(
-            "wapc",
-            "__host_error",
-            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
-                let bytes = std::mem::take(&mut caller.data_mut().host_error);
-                write(&mut caller, ptr, &bytes)
-            },
-        )?
-        .func_wrap(
-            "wapc",
-            "__host_error_len",
-            |caller: Caller<'_, ProbeState>| -> i32 {
-                i32::try_from(caller.data().host_error.len()).unwrap_or(i32::MAX)
+                let (status, answer) = match answer {
+                    Ok(response) => (1, [response, Vec::new()]),
+                    Err(error) => (0, [Vec::new(), error.into_bytes()]),
+                };
+                caller.data_mut().host_answer = answer;
+                Ok(status)
             },
         )?;
+    // `__host_response` and `__host_error` copy the answer into the guest, `..._len` its size.
+    for (index, name) in ["__host_response", "__host_error"].into_iter().enumerate() {
+        linker.func_wrap(
+            "wapc",
+            name,
+            move |mut caller: Caller<'_, ProbeState>, ptr: i32| {
+                let bytes = std::mem::take(&mut caller.data_mut().host_answer[index]);
+                write(&mut caller, ptr, &bytes)
+            },
+        )?;
+        linker.func_wrap(
+            "wapc",
+            &format!("{name}_len"),
+            move |caller: Caller<'_, ProbeState>| -> i32 {
+                i32::try_from(caller.data().host_answer[index].len()).unwrap_or(i32::MAX)
+            },
+        )?;
+    }
     Ok(())
 }
