@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 pub const METADATA_SECTION: &str = "io.kubewarden.metadata";
@@ -181,18 +181,11 @@ impl Metadata {
 /// apply to an annotated module: the host must be at least the minimum's major.minor (its
 /// patch and pre-release ignored, "Kubewarden stack version ignore patch version number").
 /// policy-server makes the same check when it loads a policy and, unless started with
-/// `--continue-on-errors`, refuses to start.
-pub fn check_minimum_kubewarden_version(metadata: Option<&Metadata>) -> Result<()> {
-    let Some(minimum) = metadata.and_then(|m| m.minimum_kubewarden_version.as_ref()) else {
-        return Ok(());
-    };
+/// `--continue-on-errors`, refuses to start. The version required when this host is older.
+pub fn unmet_kubewarden_version(metadata: Option<&Metadata>) -> Option<semver::Version> {
+    let minimum = metadata?.minimum_kubewarden_version.as_ref()?;
     let required = semver::Version::new(minimum.major, minimum.minor, 0);
-    if KUBEWARDEN_VERSION < required {
-        bail!(
-            "Policy required Kubewarden version {required} or greater. But it's running on {KUBEWARDEN_VERSION}"
-        );
-    }
-    Ok(())
+    (KUBEWARDEN_VERSION < required).then_some(required)
 }
 
 /// Kubernetes' check of a rule's resources, as transposed by policy-evaluator.
@@ -375,29 +368,17 @@ annotations:
         let with = |minimum: Option<&str>| {
             let mut m = metadata(GOOD);
             m.minimum_kubewarden_version = minimum.map(|v| semver::Version::parse(v).unwrap());
-            check_minimum_kubewarden_version(Some(&m)).map_err(|e| e.to_string())
+            unmet_kubewarden_version(Some(&m)).map(|v| v.to_string())
         };
-        assert_eq!(check_minimum_kubewarden_version(None).ok(), Some(()));
-        assert_eq!(with(None), Ok(()));
-        assert_eq!(with(Some("1.33.0")), Ok(()));
-        assert_eq!(with(Some(&KUBEWARDEN_VERSION.to_string())), Ok(()));
+        assert_eq!(unmet_kubewarden_version(None), None);
+        assert_eq!(with(None), None);
+        assert_eq!(with(Some("1.33.0")), None);
+        assert_eq!(with(Some(&KUBEWARDEN_VERSION.to_string())), None);
         // 1.35.7 and 1.35.1-rc1 ask for 1.35, which this host is.
-        assert_eq!(with(Some("1.35.7")), Ok(()));
-        assert_eq!(with(Some("1.35.1-rc1")), Ok(()));
-        assert_eq!(
-            with(Some("1.36.0-rc1")),
-            Err(
-                "Policy required Kubewarden version 1.36.0 or greater. But it's running on 1.35.0"
-                    .to_string()
-            )
-        );
-        assert_eq!(
-            with(Some("2.0.3")),
-            Err(
-                "Policy required Kubewarden version 2.0.0 or greater. But it's running on 1.35.0"
-                    .to_string()
-            )
-        );
+        assert_eq!(with(Some("1.35.7")), None);
+        assert_eq!(with(Some("1.35.1-rc1")), None);
+        assert_eq!(with(Some("1.36.0-rc1")).as_deref(), Some("1.36.0"));
+        assert_eq!(with(Some("2.0.3")).as_deref(), Some("2.0.0"));
     }
 
     #[test]

@@ -118,7 +118,10 @@ pub fn load(options: &RunOptions, report: &mut RunReport) -> Result<Loaded> {
     let module = std::fs::read(&options.module)
         .with_context(|| format!("cannot read policy module {}", options.module.display()))?;
     let metadata = Metadata::from_module(&module)?;
-    metadata::check_minimum_kubewarden_version(metadata.as_ref())?;
+    if let Some(required) = metadata::unmet_kubewarden_version(metadata.as_ref()) {
+        let running = metadata::KUBEWARDEN_VERSION;
+        bail!("Policy required Kubewarden version {required} or greater. But it's running on {running}");
+    }
     check_execution_mode(metadata.as_ref(), &module)?;
 
     let allowed_resources =

@@ -38,7 +38,9 @@ use serde_json::{Map, Value};
 use crate::callbacks::{Cluster, HostContext};
 use crate::engine::{self, EngineOptions, Policy};
 use crate::host_capabilities::HostCapabilities;
-use crate::metadata::{ExecutionMode, Metadata, ProtocolVersion, KUBEWARDEN_VERSION};
+use crate::metadata::{
+    unmet_kubewarden_version, ExecutionMode, Metadata, ProtocolVersion, KUBEWARDEN_VERSION,
+};
 use crate::run::validate_settings;
 
 pub use config::PolicyMode;
@@ -317,18 +319,10 @@ fn precompile(module: &str) -> Result<Vec<u8>> {
         .as_ref()
         .map(|m| m.execution_mode)
         .unwrap_or_default();
-    if let Some(minimum) = metadata
-        .as_ref()
-        .and_then(|m| m.minimum_kubewarden_version.as_ref())
-    {
-        let minimum = semver::Version::new(minimum.major, minimum.minor, 0);
-        if KUBEWARDEN_VERSION < minimum {
-            bail!(
-                "Policy required Kubewarden version {} but is running on {}",
-                minimum,
-                KUBEWARDEN_VERSION
-            );
-        }
+    if let Some(minimum) = unmet_kubewarden_version(metadata.as_ref()) {
+        bail!(
+            "Policy required Kubewarden version {minimum} but is running on {KUBEWARDEN_VERSION}"
+        );
     }
     if mode == ExecutionMode::KubewardenWapc {
         match metadata.as_ref().and_then(|m| m.protocol_version) {
