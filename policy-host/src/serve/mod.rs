@@ -447,33 +447,7 @@ fn load_policy(
 
 /// The time now, RFC 3339 in UTC with milliseconds, for log lines.
 pub fn now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs();
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_millis()
-    )
-}
-
-/// Howard Hinnant's days-to-civil: the proleptic Gregorian date of a day since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    format!("{:.3}", jiff::Timestamp::now())
 }
 
 #[cfg(test)]
@@ -481,10 +455,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_are_civil() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_597), (2026, 5, 24));
+    fn log_times_are_utc_in_milliseconds() {
+        let epoch = jiff::Timestamp::from_second(951_782_400).unwrap();
+        assert_eq!(format!("{epoch:.3}"), "2000-02-29T00:00:00.000Z");
         assert_eq!(now().len(), "2026-05-24T12:00:00.000Z".len());
     }
 
