@@ -50,117 +50,94 @@ pub struct TargetRow {
     pub met: bool,
 }
 
-fn row(target: String, measured: String, met: bool) -> TargetRow {
-    TargetRow {
-        target,
-        measured,
-        met,
-    }
-}
-
 pub fn targets(report: &Report) -> Vec<TargetRow> {
-    let annotated = report.sizes.annotated;
-    let mut rows = vec![row(
-        format!("module <= {}", fmt_bytes(TARGET_MODULE_BYTES)),
-        format!("{} annotated", fmt_bytes(annotated)),
-        annotated <= TARGET_MODULE_BYTES,
-    )];
+    let mut rows = Vec::new();
+    let mut row = |target: String, measured: String, met: bool| {
+        rows.push(TargetRow {
+            target,
+            measured,
+            met,
+        })
+    };
+    let (annotated, limit) = (report.sizes.annotated, TARGET_MODULE_BYTES);
+    let measured = format!("{} annotated", fmt_bytes(annotated));
+    row(
+        format!("module <= {}", fmt_bytes(limit)),
+        measured,
+        annotated <= limit,
+    );
     if let Some(edit) = report.cases.iter().find(|c| c.key == "edit") {
-        rows.push(row(
-            format!(
-                "typical 10 KiB edit p50 <= {} in the host, instantiation included",
-                fmt_ns(TARGET_TYPICAL_EDIT_NS)
-            ),
-            fmt_ns(edit.wasm.total.p50()),
-            edit.wasm.total.p50() <= TARGET_TYPICAL_EDIT_NS,
-        ));
+        let (p50, limit) = (edit.wasm.total.p50(), TARGET_TYPICAL_EDIT_NS);
+        let target = format!(
+            "typical 10 KiB edit p50 <= {} in the host, instantiation included",
+            fmt_ns(limit)
+        );
+        row(target, fmt_ns(p50), p50 <= limit);
     }
+    let call: fn(&CaseResult) -> f64 = CaseResult::call_ratio;
     for (what, ratio) in [
-        (
-            "guest call vs the same work natively",
-            CaseResult::call_ratio as fn(&CaseResult) -> f64,
-        ),
+        ("guest call vs the same work natively", call),
         ("fresh instance + call vs native", CaseResult::total_ratio),
     ] {
-        let worst = report.cases.iter().map(ratio).fold(0.0, f64::max);
-        rows.push(row(
-            format!("wasm/native <= {TARGET_WASM_NATIVE_RATIO}x, {what}"),
-            format!("{worst:.1}x at worst"),
-            worst <= TARGET_WASM_NATIVE_RATIO,
-        ));
+        let (worst, limit) = (
+            report.cases.iter().map(ratio).fold(0.0, f64::max),
+            TARGET_WASM_NATIVE_RATIO,
+        );
+        let target = format!("wasm/native <= {limit}x, {what}");
+        row(target, format!("{worst:.1}x at worst"), worst <= limit);
     }
     if let Some(big) = report.cases.iter().find(|c| c.key == "large") {
-        rows.push(row(
-            format!(
-                "2 MB object ({}) <= {} (p50, in the host)",
-                fmt_bytes(big.object_bytes as u64),
-                fmt_ns(TARGET_2MIB_NS)
-            ),
-            fmt_ns(big.wasm.total.p50()),
-            big.wasm.total.p50() <= TARGET_2MIB_NS,
-        ));
-        rows.push(row(
-            format!(
-                "2 MB object: peak guest memory <= {}",
-                fmt_bytes(TARGET_2MIB_PEAK_BYTES)
-            ),
-            fmt_bytes(big.memory.after_call_bytes),
-            big.memory.after_call_bytes <= TARGET_2MIB_PEAK_BYTES,
-        ));
+        let (p50, limit, size) = (big.wasm.total.p50(), TARGET_2MIB_NS, big.object_bytes);
+        let target = format!(
+            "2 MB object ({}) <= {} (p50, in the host)",
+            bytes(size),
+            fmt_ns(limit)
+        );
+        row(target, fmt_ns(p50), p50 <= limit);
+        let (peak, limit) = (big.memory.after_call_bytes, TARGET_2MIB_PEAK_BYTES);
+        let target = format!("2 MB object: peak guest memory <= {}", fmt_bytes(limit));
+        row(target, fmt_bytes(peak), peak <= limit);
     }
-    let sweep: Vec<(f64, f64)> = report
-        .sweep
-        .iter()
+    let sweep = report.sweep.iter();
+    let sweep: Vec<(f64, f64)> = sweep
         .map(|c| (c.object_bytes as f64 / 1024.0, c.wasm.total.p50()))
         .collect();
     if let Some(growth) = growth(&sweep, 64.0) {
-        rows.push(row(
-            "cost linear in object size (wasm), from 64 KiB to the largest".to_string(),
-            format!(
-                "exponent {:.2}, per-KiB cost largest/64 KiB {:.2}",
-                growth.exponent, growth.ratio
-            ),
-            (0.9..=1.1).contains(&growth.exponent),
-        ));
+        let (exponent, ratio) = (growth.exponent, growth.ratio);
+        let target = "cost linear in object size (wasm), from 64 KiB to the largest";
+        let measured = format!("exponent {exponent:.2}, per-KiB cost largest/64 KiB {ratio:.2}");
+        row(
+            target.to_string(),
+            measured,
+            (0.9..=1.1).contains(&exponent),
+        );
     }
-    if let Some(fleet) = report.fleet.iter().find(|r| r.pools == TARGET_FLEET_POOLS) {
-        let call = fleet.case.wasm.call.p50();
-        rows.push(row(
-            format!(
-                "{TARGET_FLEET_POOLS} MachinePools: config update needing the list <= {} per evaluation (guest call p50)",
-                fmt_ns(TARGET_FLEET_NS)
-            ),
-            format!(
-                "{} (fresh instance + call {})",
-                fmt_ns(call),
-                fmt_ns(fleet.case.wasm.total.p50())
-            ),
-            call <= TARGET_FLEET_NS,
-        ));
-        let extra = extra_memory(&report.fleet, fleet);
-        rows.push(row(
-            format!(
-                "{TARGET_FLEET_POOLS} MachinePools: <= {} extra guest memory (over 1 pool)",
-                fmt_bytes(TARGET_FLEET_EXTRA_BYTES)
-            ),
-            fmt_bytes(extra),
-            extra <= TARGET_FLEET_EXTRA_BYTES,
-        ));
+    let pools = TARGET_FLEET_POOLS;
+    if let Some(fleet) = report.fleet.iter().find(|r| r.pools == pools) {
+        let (call, total) = (fleet.case.wasm.call.p50(), fleet.case.wasm.total.p50());
+        let target = format!(
+            "{pools} MachinePools: config update needing the list <= {} per evaluation (guest call p50)",
+            fmt_ns(TARGET_FLEET_NS)
+        );
+        let measured = format!("{} (fresh instance + call {})", fmt_ns(call), fmt_ns(total));
+        row(target, measured, call <= TARGET_FLEET_NS);
+        let (extra, limit) = (extra_memory(&report.fleet, fleet), TARGET_FLEET_EXTRA_BYTES);
+        let target = format!(
+            "{pools} MachinePools: <= {} extra guest memory (over 1 pool)",
+            fmt_bytes(limit)
+        );
+        row(target, fmt_bytes(extra), extra <= limit);
     }
-    let fleet: Vec<(f64, f64)> = report
-        .fleet
-        .iter()
+    let fleet = report.fleet.iter();
+    let fleet: Vec<(f64, f64)> = fleet
         .map(|r| (r.pools as f64, r.case.wasm.call.p50()))
         .collect();
-    if let Some(growth) = growth(&fleet, TARGET_FLEET_POOLS as f64) {
-        rows.push(row(
-            "cost linear in MachinePools (guest call), from 1,000 pools to the largest".to_string(),
-            format!(
-                "exponent {:.2}, per-pool cost largest/1,000 pools {:.2}",
-                growth.exponent, growth.ratio
-            ),
-            (0.8..=1.25).contains(&growth.ratio),
-        ));
+    if let Some(growth) = growth(&fleet, pools as f64) {
+        let (exponent, ratio) = (growth.exponent, growth.ratio);
+        let target = "cost linear in MachinePools (guest call), from 1,000 pools to the largest";
+        let measured =
+            format!("exponent {exponent:.2}, per-pool cost largest/1,000 pools {ratio:.2}");
+        row(target.to_string(), measured, (0.8..=1.25).contains(&ratio));
     }
     rows
 }
