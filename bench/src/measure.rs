@@ -307,14 +307,12 @@ pub fn measure_cases(
     let mut serving = Vec::new();
     for module in modules {
         for (_, input) in inputs {
-            serving.push(match &input.pool_list {
-                Some(_) => Some(Policy::from_file(
-                    &module.path,
-                    &EngineOptions::default(),
-                    input.host_callback(),
-                )?),
-                None => None,
-            });
+            let options = EngineOptions::default();
+            let own = input
+                .pool_list
+                .as_ref()
+                .map(|_| Policy::from_file(&module.path, &options, input.host_callback()));
+            serving.push(own.transpose()?);
         }
     }
     let policy = |m: usize, i: usize| -> &Policy {

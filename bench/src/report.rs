@@ -381,10 +381,10 @@ fn render_apiserver(w: &mut String, report: &Report) {
         rows,
     );
     let cost = |cases: &[CaseResult]| -> Vec<String> {
-        cases
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [plain, sent] => Some(format!(
+        let pairs = cases.chunks_exact(2).map(|pair| (&pair[0], &pair[1]));
+        pairs
+            .map(|(plain, sent)| {
+                format!(
                     "{}: +{} of payload, {} ({:+.0} %), peak memory {:+.0} KiB",
                     plain.name,
                     bytes(sent.payload_bytes - plain.payload_bytes.min(sent.payload_bytes)),
@@ -392,8 +392,7 @@ fn render_apiserver(w: &mut String, report: &Report) {
                     100.0 * (sent.wasm.total.p50() / plain.wasm.total.p50() - 1.0),
                     (sent.memory.after_call_bytes as f64 - plain.memory.after_call_bytes as f64)
                         / 1024.0,
-                )),
-                _ => None,
+                )
             })
             .collect()
     };

@@ -51,22 +51,18 @@ pub struct CompileTimes {
 
 pub fn compile_times(module: &Path, quick: bool) -> Result<CompileTimes> {
     let rounds = if quick { 1 } else { 5 };
-    let mut uncached = Vec::new();
-    for _ in 0..rounds {
-        let t = Instant::now();
-        black_box(load_policy(module, false)?);
-        uncached.push(t.elapsed());
-    }
+    let loads = |cache: bool| -> Result<Samples> {
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            let t = Instant::now();
+            black_box(load_policy(module, cache)?);
+            times.push(t.elapsed());
+        }
+        Ok(Samples::from_durations(&times))
+    };
+    let uncached = loads(false)?;
     // One load fills the cache, then every load is a hit.
     load_policy(module, true)?;
-    let mut cached = Vec::new();
-    for _ in 0..rounds {
-        let t = Instant::now();
-        black_box(load_policy(module, true)?);
-        cached.push(t.elapsed());
-    }
-    Ok(CompileTimes {
-        uncached: Samples::from_durations(&uncached),
-        cached: Samples::from_durations(&cached),
-    })
+    let cached = loads(true)?;
+    Ok(CompileTimes { uncached, cached })
 }
