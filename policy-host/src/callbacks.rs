@@ -150,7 +150,6 @@ impl Session {
 }
 
 /// Where cluster requests go.
-#[derive(Debug)]
 pub enum Cluster {
     /// `--replay-host-capabilities-interactions`.
     Replay(Session),
@@ -165,7 +164,6 @@ pub enum Cluster {
 /// module's `contextAwareResources` with `--allow-context-aware`, nothing without) and where
 /// its requests go. The same context serves every instance of a run, as kwctl's one callback
 /// handler does, so a session is consumed across settings validation and validation.
-#[derive(Debug)]
 pub struct HostContext {
     allowed_resources: BTreeSet<(String, String)>,
     /// policy-server's `hostCapabilities` gate; `None` (kwctl) lets every capability through.

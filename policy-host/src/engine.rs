@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -204,18 +204,14 @@ impl log::Log for GuestLogger {
     fn flush(&self) {}
 }
 
-static LOGGER: GuestLogger = GuestLogger;
-static LOGGER_INSTALLED: OnceLock<bool> = OnceLock::new();
-
 /// Installs the console_log capture (once per process). If the process already has another
 /// `log` logger, capture is simply unavailable.
 pub fn install_guest_logger() {
-    LOGGER_INSTALLED.get_or_init(|| {
-        let installed = log::set_logger(&LOGGER).is_ok();
-        if installed {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if log::set_logger(&GuestLogger).is_ok() {
             log::set_max_level(log::LevelFilter::Info);
         }
-        installed
     });
 }
 

@@ -39,14 +39,6 @@ pub struct KubeCluster {
     resources: Arc<Mutex<HashMap<(String, String), KubeResource>>>,
 }
 
-impl std::fmt::Debug for KubeCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeCluster")
-            .field("client", &self.client.is_some())
-            .finish()
-    }
-}
-
 impl KubeCluster {
     pub fn new(client: Option<kube::Client>, runtime: tokio::runtime::Handle) -> KubeCluster {
         KubeCluster {
