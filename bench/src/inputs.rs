@@ -69,16 +69,13 @@ impl Input {
         };
         let list = Arc::clone(list);
         Arc::new(
-            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| {
-                if (binding, namespace, operation)
-                    == ("kubewarden", "kubernetes", "list_resources_by_namespace")
-                {
-                    Ok(list.to_vec())
-                } else {
-                    Err(format!(
-                        "the benchmark host answers the pool list only, not {namespace}/{operation}"
-                    ))
-                }
+            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| match (
+                binding, namespace, operation,
+            ) {
+                ("kubewarden", "kubernetes", "list_resources_by_namespace") => Ok(list.to_vec()),
+                _ => Err(format!(
+                    "the benchmark host answers the pool list only, not {namespace}/{operation}"
+                )),
             },
         )
     }

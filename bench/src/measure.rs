@@ -242,7 +242,7 @@ fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
 /// The guest's memory on `input`, checked against the native answer.
 fn memory_of(probe: &MemoryProbe, input: &Input) -> Result<MemoryUse> {
     let payload = input.payload()?;
-    let memory = probe.measure_serving("validate", &payload, lookups_of(input))?;
+    let memory = probe.measure(&payload, lookups_of(input))?;
     if memory.response != native_validate(&payload, lookups_of(input).as_deref()) {
         bail!(
             "{}: the memory probe's answer differs from the native engine's",

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use wasmtime_provider::wasmtime::{self, Caller, Engine, Extern, Linker, Module, Store};
 use wasmtime_provider::wasmtime_wasi;
 
@@ -69,14 +69,10 @@ impl MemoryProbe {
         })
     }
 
-    /// Calls `operation` with `payload` on a fresh instance and reports its memory; `host`
+    /// Calls `validate` with `payload` on a fresh instance and reports its memory; `host`
     /// answers the guest's host calls (without one, every host call fails).
-    pub fn measure_serving(
-        &self,
-        operation: &str,
-        payload: &[u8],
-        host: Option<Arc<HostCallback>>,
-    ) -> Result<MemoryUse> {
+    pub fn measure(&self, payload: &[u8], host: Option<Arc<HostCallback>>) -> Result<MemoryUse> {
+        let operation = "validate";
         let state = ProbeState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
             operation: operation.as_bytes().to_vec(),
@@ -111,12 +107,8 @@ impl MemoryProbe {
             .map_err(|e| anyhow!("{operation} trapped: {e:#}"))?;
         let after_call_bytes = memory.data_size(&store) as u64;
         let state = store.data_mut();
-        if status != 1 {
-            bail!(
-                "{operation} failed: {}",
-                state.error.take().unwrap_or_default()
-            );
-        }
+        let error = state.error.take().unwrap_or_default();
+        ensure!(status == 1, "{operation} failed: {error}");
         let response = state
             .response
             .take()

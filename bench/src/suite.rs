@@ -193,7 +193,7 @@ pub fn profile(module: &Path, key: &str, target: &str, iterations: usize) -> Res
     } else if target == "perf-map" {
         let probe = MemoryProbe::with_perf_map(&std::fs::read(module)?, true)?;
         for _ in 0..iterations {
-            black_box(probe.measure_serving("validate", &payload, host.clone())?);
+            black_box(probe.measure(&payload, host.clone())?);
         }
     } else if target == "wasm" {
         // No deadline: under a profiler the guest runs 50 times slower, and policy-server's 2 s
