@@ -337,12 +337,11 @@ fn log_policy_entry(payload: &[u8]) {
                 .unwrap_or_else(|| "info".to_string())
                 .to_uppercase();
             let message = entry.message.unwrap_or_default();
-            if entry.rest.is_empty() {
-                eprintln!("{level:>5} policy_log: {message}");
-            } else {
-                let rest = serde_json::Value::Object(entry.rest);
-                eprintln!("{level:>5} policy_log: {message} {rest}");
-            }
+            let rest = match entry.rest.is_empty() {
+                true => String::new(),
+                false => format!(" {}", serde_json::Value::Object(entry.rest)),
+            };
+            eprintln!("{level:>5} policy_log: {message}{rest}");
         }
         Err(_) => eprintln!(" INFO policy_log: {}", String::from_utf8_lossy(payload)),
     }

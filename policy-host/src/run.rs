@@ -4,7 +4,6 @@
 //! `runtimes/wapc/runtime.rs`).
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -182,11 +181,8 @@ fn read_settings(options: &RunOptions) -> Result<Map<String, Value>> {
 
 fn read_request(path: &str) -> Result<Value> {
     let text = if path == "-" {
-        let mut buffer = String::new();
-        std::io::stdin()
-            .read_to_string(&mut buffer)
-            .map_err(|e| anyhow!("Error reading request from stdin: {}", e))?;
-        buffer
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| anyhow!("Error reading request from stdin: {}", e))?
     } else {
         std::fs::read_to_string(path)
             .map_err(|e| anyhow!("Error opening request file {}; {}", path, e))?

@@ -110,20 +110,15 @@ pub fn mismatch_warnings(
 ) -> Vec<String> {
     let none = BTreeSet::new();
     let declared = declared.unwrap_or(&none);
-    let used_but_undeclared: BTreeSet<&String> = detected.difference(declared).collect();
-    let declared_but_unused: BTreeSet<&String> = declared.difference(detected).collect();
-    let mut warnings = Vec::new();
-    if !used_but_undeclared.is_empty() {
-        warnings.push(format!(
-            "{USED_BUT_UNDECLARED} capabilities={used_but_undeclared:?}"
-        ));
-    }
-    if !declared_but_unused.is_empty() {
-        warnings.push(format!(
-            "{DECLARED_BUT_UNUSED} capabilities={declared_but_unused:?}"
-        ));
-    }
-    warnings
+    let differences = [
+        (USED_BUT_UNDECLARED, detected.difference(declared)),
+        (DECLARED_BUT_UNUSED, declared.difference(detected)),
+    ];
+    let differences = differences.map(|(warning, set)| (warning, set.collect::<BTreeSet<_>>()));
+    let differences = differences.into_iter().filter(|(_, set)| !set.is_empty());
+    differences
+        .map(|(warning, set)| format!("{warning} capabilities={set:?}"))
+        .collect()
 }
 
 #[cfg(test)]

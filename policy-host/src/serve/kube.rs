@@ -107,21 +107,13 @@ impl KubeCluster {
                 field_masks,
             } => {
                 let resource = self.kube_resource(&client, api_version, kind).await?;
-                let api = match resource.namespaced {
-                    true => Api::<DynamicObject>::namespaced_with(
-                        client,
-                        namespace.as_deref().ok_or_else(|| {
-                            anyhow!(
-                                "Resource {}/{} is namespaced, but no namespace was provided",
-                                api_version,
-                                kind
-                            )
-                        })?,
-                        &resource.resource,
-                    ),
-                    false => Api::<DynamicObject>::all_with(client, &resource.resource),
-                };
-                let mut object = api
+                if resource.namespaced && namespace.is_none() {
+                    return Err(anyhow!(
+                        "Resource {api_version}/{kind} is namespaced, but no namespace was provided"
+                    ));
+                }
+                let namespace = namespace.as_ref().filter(|_| resource.namespaced);
+                let mut object = api(client, &resource, namespace)
                     .get_opt(name)
                     .await
                     .map_err(anyhow::Error::new)?
@@ -200,12 +192,7 @@ async fn list(
     [label_selector, field_selector]: [&Option<String>; 2],
     field_masks: &Option<BTreeSet<String>>,
 ) -> Result<ObjectList<DynamicObject>> {
-    let api = match namespace {
-        Some(namespace) => {
-            Api::<DynamicObject>::namespaced_with(client, namespace, &resource.resource)
-        }
-        None => Api::<DynamicObject>::all_with(client, &resource.resource),
-    };
+    let api = api(client, &resource, namespace);
     let mut params = ListParams::default();
     if let Some(selector) = label_selector {
         params = params.labels(selector);
@@ -240,6 +227,18 @@ async fn list(
         metadata: Default::default(),
         items,
     })
+}
+
+/// The resource's API, in `namespace` or cluster-wide.
+fn api(
+    client: kube::Client,
+    resource: &KubeResource,
+    namespace: Option<&String>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, &resource.resource),
+        None => Api::all_with(client, &resource.resource),
+    }
 }
 
 /// The reflector's `modify_object`.

@@ -275,18 +275,17 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         Ok(client) => Some(client),
         Err(e) => {
             eprintln!("Cannot connect to Kubernetes cluster: {e}");
-            None
-        }
-    };
-    if client.is_none() {
-        if args.ignore_kubernetes_connection_failure {
+            if !args.ignore_kubernetes_connection_failure {
+                bail!(
+                    "Cannot connect to Kubernetes, context aware policies would not work properly"
+                );
+            }
             eprintln!(
                 "Cannot connect to Kubernetes, context aware policies will not work properly"
             );
-        } else {
-            bail!("Cannot connect to Kubernetes, context aware policies would not work properly");
+            None
         }
-    }
+    };
     let cluster = kube::KubeCluster::new(client, runtime.handle().clone());
 
     // Outside the runtime: a host call during settings validation blocks on it.
@@ -380,15 +379,11 @@ fn load_policies(
                 continue;
             }
         };
-        match load_policy(id, policy, &module, capabilities, global_timeout, cluster) {
-            Ok(served) => {
-                loaded.insert(id.clone(), Ok(served));
-            }
-            Err(e) if continue_on_errors => {
-                loaded.insert(id.clone(), Err(e.to_string()));
-            }
-            Err(e) => return Err(e),
-        }
+        let served = match load_policy(id, policy, &module, capabilities, global_timeout, cluster) {
+            Err(e) if !continue_on_errors => return Err(e),
+            served => served.map_err(|e| e.to_string()),
+        };
+        loaded.insert(id.clone(), served);
     }
     Ok(loaded)
 }
