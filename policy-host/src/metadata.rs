@@ -82,6 +82,14 @@ pub struct ContextAwareResource {
     pub kind: String,
 }
 
+/// `contextAwareResources` as the host checks a request against them: (apiVersion, kind).
+pub fn resource_keys(resources: &BTreeSet<ContextAwareResource>) -> BTreeSet<(String, String)> {
+    let keys = resources
+        .iter()
+        .map(|r| (r.api_version.clone(), r.kind.clone()));
+    keys.collect()
+}
+
 fn default_true() -> bool {
     true
 }

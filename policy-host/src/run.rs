@@ -236,14 +236,8 @@ fn context_aware_allowed_resources(
     allow_context_aware: bool,
     report: &mut RunReport,
 ) -> BTreeSet<(String, String)> {
-    let declared: BTreeSet<(String, String)> = metadata
-        .map(|m| {
-            m.context_aware_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.kind.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let declared = metadata.map(|m| metadata::resource_keys(&m.context_aware_resources));
+    let declared = declared.unwrap_or_default();
     if allow_context_aware {
         if metadata.is_none() {
             report.warnings.push(

@@ -24,7 +24,7 @@ mod http;
 pub mod kube;
 mod tls;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,7 +39,8 @@ use crate::callbacks::{Cluster, HostContext};
 use crate::engine::{self, EngineOptions, Policy};
 use crate::host_capabilities::HostCapabilities;
 use crate::metadata::{
-    unmet_kubewarden_version, ExecutionMode, Metadata, ProtocolVersion, KUBEWARDEN_VERSION,
+    resource_keys, unmet_kubewarden_version, ExecutionMode, Metadata, ProtocolVersion,
+    KUBEWARDEN_VERSION,
 };
 use crate::run::validate_settings;
 
@@ -396,13 +397,8 @@ fn load_policy(
     global_timeout: Option<u64>,
     cluster: &kube::KubeCluster,
 ) -> Result<ServedPolicy> {
-    let allowed_resources: BTreeSet<(String, String)> = policy
-        .context_aware_resources
-        .iter()
-        .map(|r| (r.api_version.clone(), r.kind.clone()))
-        .collect();
     let context = HostContext::with_host_capabilities(
-        allowed_resources,
+        resource_keys(&policy.context_aware_resources),
         capabilities,
         Cluster::Kube(cluster.clone()),
     );
