@@ -36,7 +36,7 @@ WASM_OPT_FLAGS := --enable-bulk-memory --enable-sign-ext --enable-mutable-global
 wasm-opt:
 	@command -v $(WASM_OPT) >/dev/null || .ci/system-packages demo
 
-# cargo's output before wasm-opt, kept for `make bench` (its size and speed are reported).
+# cargo's output before wasm-opt, kept for `make bench` (its size is reported).
 CARGO_WASM := target/$(WASM_TARGET)/release/capi_bootstrap_rollout_policy.wasm
 target/policy.cargo.wasm: $(RUST_SOURCES) | wasm-target
 	$(CARGO) build --locked --target $(WASM_TARGET) --release -p capi-bootstrap-rollout-policy
@@ -220,7 +220,7 @@ push: annotated-policy.wasm
 # BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
 # before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
-bench: annotated-policy.wasm target/policy.cargo.wasm $(HOST)
+bench: annotated-policy.wasm target/policy.cargo.wasm
 	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
 		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
 		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use policy_host::admission::ValidateRequest;
 use policy_host::callbacks::HostContext;
@@ -29,7 +29,7 @@ pub const FILE_SIZE: usize = 10 * 1024;
 pub struct Input {
     pub name: String,
     pub request: Value,
-    pub settings: Value,
+    pub settings: Map<String, Value>,
     /// The verdict the policy must give (checked before measuring).
     pub allowed: bool,
     /// The host's answer to the MachinePool list, for a request that needs it (`contextAware`
@@ -38,6 +38,17 @@ pub struct Input {
 }
 
 impl Input {
+    /// A request judged with the default settings, looking nothing up.
+    fn new(name: String, request: Value, allowed: bool) -> Input {
+        Input {
+            name,
+            request,
+            settings: Map::new(),
+            allowed,
+            pool_list: None,
+        }
+    }
+
     /// Compact JSON size of the new object.
     pub fn object_bytes(&self) -> usize {
         self.request
@@ -58,16 +69,13 @@ impl Input {
         };
         let list = Arc::clone(list);
         Arc::new(
-            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| {
-                if (binding, namespace, operation)
-                    == ("kubewarden", "kubernetes", "list_resources_by_namespace")
-                {
-                    Ok(list.to_vec())
-                } else {
-                    Err(format!(
-                        "the benchmark host answers the pool list only, not {namespace}/{operation}"
-                    ))
-                }
+            move |binding: &str, namespace: &str, operation: &str, _: &[u8]| match (
+                binding, namespace, operation,
+            ) {
+                ("kubewarden", "kubernetes", "list_resources_by_namespace") => Ok(list.to_vec()),
+                _ => Err(format!(
+                    "the benchmark host answers the pool list only, not {namespace}/{operation}"
+                )),
             },
         )
     }
@@ -87,57 +95,40 @@ fn parse(text: &str) -> Value {
 
 /// A MachinePool UPDATE rotating its configRef to a new KubeadmConfig (allowed).
 pub fn machine_pool_rotation() -> Input {
-    Input {
-        name: "MachinePool configRef rotation".to_string(),
-        request: parse(MACHINE_POOL_ROTATION),
-        settings: json!({}),
-        allowed: true,
-        pool_list: None,
-    }
+    let name = "MachinePool configRef rotation".to_string();
+    Input::new(name, parse(MACHINE_POOL_ROTATION), true)
 }
 
 /// The kubeadm bootstrap controller rotating the join token of an in-use KubeadmConfig of
 /// about `object_bytes` (allowed: the token is machine-only). The most frequent request.
 pub fn token_rotation(object_bytes: usize) -> Result<Input> {
-    let mut request = parse(TOKEN_ROTATION);
-    grow(&mut request, object_bytes)?;
-    Ok(Input {
-        name: format!("token-only config update ({})", size_label(object_bytes)),
-        request,
-        settings: json!({}),
-        allowed: true,
-        pool_list: None,
-    })
+    let name = format!("token-only config update ({})", size_label(object_bytes));
+    Ok(Input::new(
+        name,
+        grown(parse(TOKEN_ROTATION), object_bytes)?,
+        true,
+    ))
 }
 
 /// A user editing a sysctl file and `max-pods` in an in-use KubeadmConfig of about
 /// `object_bytes` (rejected with both paths and the rotation to do instead).
 pub fn config_edit(object_bytes: usize) -> Result<Input> {
-    let mut request = parse(EDIT_IN_USE);
-    grow(&mut request, object_bytes)?;
-    Ok(Input {
-        name: format!("config edit, in use ({})", size_label(object_bytes)),
-        request,
-        settings: json!({}),
-        allowed: false,
-        pool_list: None,
-    })
+    let name = format!("config edit, in use ({})", size_label(object_bytes));
+    Ok(Input::new(
+        name,
+        grown(parse(EDIT_IN_USE), object_bytes)?,
+        false,
+    ))
 }
 
 /// An in-use KubeadmConfig of about `object_bytes` made of generated files (at most
 /// [`FILE_SIZE`] each), one of which the user changes (rejected). The size sweep's input:
 /// the spec holds only the files, so the smallest objects stay near 1 KiB.
 pub fn one_file_changed(object_bytes: usize) -> Result<Input> {
-    let mut request = files_only(parse(EDIT_IN_USE));
-    grow(&mut request, object_bytes)?;
+    let mut request = grown(files_only(parse(EDIT_IN_USE)), object_bytes)?;
     change_one_file(&mut request)?;
-    Ok(Input {
-        name: format!("one file changed ({})", size_label(object_bytes)),
-        request,
-        settings: json!({}),
-        allowed: false,
-        pool_list: None,
-    })
+    let name = format!("one file changed ({})", size_label(object_bytes));
+    Ok(Input::new(name, request, false))
 }
 
 /// An in-use KubeadmConfig of `count` files of [`FILE_SIZE`], one of which the user changes
@@ -149,18 +140,9 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
         request[key]["spec"]["files"] = Value::Array(files.clone());
     }
     change_one_file(&mut request)?;
-    let mut input = Input {
-        name: String::new(),
-        request,
-        settings: json!({}),
-        allowed: false,
-        pool_list: None,
-    };
-    input.name = format!(
-        "{} config, {count} files of {}, one changed",
-        size_label(input.object_bytes()),
-        size_label(FILE_SIZE)
-    );
+    let mut input = Input::new(String::new(), request, false);
+    let (size, file) = (size_label(input.object_bytes()), size_label(FILE_SIZE));
+    input.name = format!("{size} config, {count} files of {file}, one changed");
     Ok(input)
 }
 
@@ -171,16 +153,14 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
 /// `spec.template.spec.bootstrap`. The pool in the middle of the list references the config.
 pub fn fleet(pools: usize) -> Result<Input> {
     let mut input = config_edit(10 * 1024)?;
-    let object = &input.request["object"];
-    let config = object["metadata"]["name"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the edit's object has no name"))?
-        .to_string();
-    let owner = &object["metadata"]["ownerReferences"][0];
-    let (owner_name, owner_uid) = match (owner["name"].as_str(), owner["uid"].as_str()) {
-        (Some(name), Some(uid)) => (name.to_string(), uid.to_string()),
-        _ => return Err(anyhow!("the edit's object has no MachinePool owner")),
+    let metadata = &input.request["object"]["metadata"];
+    let text = |value: &Value| {
+        let text = value.as_str().map(str::to_string);
+        text.ok_or_else(|| anyhow!("the edit's object has no name or no MachinePool owner"))
     };
+    let config = text(&metadata["name"])?;
+    let owner_name = text(&metadata["ownerReferences"][0]["name"])?;
+    let owner_uid = text(&metadata["ownerReferences"][0]["uid"])?;
     let items: Vec<Value> = (0..pools)
         .map(|i| {
             if i == pools / 2 {
@@ -206,7 +186,9 @@ pub fn fleet(pools: usize) -> Result<Input> {
         "metadata": {"resourceVersion": "4829131"},
         "items": items,
     });
-    input.settings = json!({ "contextAware": true });
+    input
+        .settings
+        .insert("contextAware".to_string(), json!(true));
     input.pool_list = Some(Arc::from(serde_json::to_vec(&list)?));
     input.name = format!("{pools} MachinePools");
     Ok(input)
@@ -247,18 +229,14 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 /// same entries as the `*-kubectl-apply`, `*-server-side-apply` and `*-managed-fields` e2e
 /// scenarios (e2e-tests/scenarios/generate.py). No rule reads them: the verdict is the same.
 pub fn as_sent(mut input: Input, apply: Apply) -> Result<Input> {
-    let edited = input.request["object"]["spec"] != input.request["oldObject"]["spec"];
+    // The person's entry is as old as the last apply: the stored object's, unless this
+    // request is the person's edit.
+    let (applied, edited) = ("2026-11-02T09:14:07Z", "2026-11-29T08:03:44Z");
+    let edit = input.request["object"]["spec"] != input.request["oldObject"]["spec"];
     for (key, time) in [
-        ("oldObject", "2026-11-02T09:14:07Z"),
-        ("object", "2026-11-29T08:03:44Z"),
+        ("oldObject", applied),
+        ("object", if edit { edited } else { applied }),
     ] {
-        // The person's entry is as old as the last apply: the stored object's, unless this
-        // request is the person's edit.
-        let time = if key == "object" && !edited {
-            "2026-11-02T09:14:07Z"
-        } else {
-            time
-        };
         let object = input
             .request
             .get_mut(key)
@@ -417,9 +395,9 @@ pub fn size_label(bytes: usize) -> String {
     }
 }
 
-/// Appends the same generated files to `object.spec.files` and `oldObject.spec.files` until
-/// the new object serializes to about `target` bytes (within one file's JSON overhead).
-fn grow(request: &mut Value, target: usize) -> Result<()> {
+/// `request` with the same generated files appended to `object.spec.files` and
+/// `oldObject.spec.files`, so that the new object serializes to about `target` bytes (within one file's JSON overhead).
+fn grown(mut request: Value, target: usize) -> Result<Value> {
     let current = serde_json::to_vec(&request["object"])?.len();
     let mut missing = target.saturating_sub(current);
     let mut files = Vec::new();
@@ -444,7 +422,7 @@ fn grow(request: &mut Value, target: usize) -> Result<()> {
             .ok_or_else(|| anyhow!("{key}.spec.files is not a list"))?;
         list.extend(files.iter().cloned());
     }
-    Ok(())
+    Ok(request)
 }
 
 /// One `spec.files` entry of `size` content bytes: lines of a config file, each distinct.
@@ -539,7 +517,7 @@ mod tests {
             .filter(|p| p["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] == config)
             .collect();
         assert_eq!(referencing.len(), 1);
-        assert_eq!(input.settings, json!({"contextAware": true}));
+        assert_eq!(Value::Object(input.settings), json!({"contextAware": true}));
         // Only the field-masked fields.
         for item in items {
             let keys: Vec<&String> = item["metadata"].as_object().unwrap().keys().collect();

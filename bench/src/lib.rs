@@ -2,7 +2,6 @@
 //! size and memory, written into BENCHMARKS.md. Nothing here asserts a timing: the numbers are
 //! reported, not tested. [`suite`] runs the rest in order; each module measures one thing.
 
-pub mod cli;
 pub mod inputs;
 pub mod machine;
 pub mod measure;

@@ -18,75 +18,60 @@ fn lock_version(workspace: &Path, name: &str) -> Option<String> {
     Some(lock[start..].split('"').next()?.to_string())
 }
 
+/// What the numbers were measured on, and the load average at the start of the run. A
+/// value that cannot be found is `unknown`, or its row left out.
 pub fn machine(workspace: &Path) -> Vec<(String, String)> {
-    let mut rows = Vec::new();
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let field = |text: &str, key: &str| {
+        let value = text.lines().find_map(|line| line.strip_prefix(key));
+        value.map(|value| value.trim().to_string())
+    };
     let lscpu = command_output("lscpu", &[]).unwrap_or_default();
-    let cpu = lscpu
-        .lines()
-        .find_map(|l| l.strip_prefix("Model name:"))
-        .map(|m| m.trim().to_string())
-        .unwrap_or_else(|| "unknown".to_string());
-    let hypervisor = lscpu
-        .lines()
-        .find_map(|l| l.strip_prefix("Hypervisor vendor:"))
-        .map(|m| format!(" (virtualized: {})", m.trim()))
-        .unwrap_or_default();
-    rows.push((
-        "CPU (lscpu model)".to_string(),
-        format!("{cpu}{hypervisor}"),
-    ));
-    rows.push((
-        "cores".to_string(),
-        std::thread::available_parallelism().map_or("unknown".to_string(), |n| n.get().to_string()),
-    ));
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let kib: u64 = m
-                .lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()?;
-            Some(format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)))
-        })
-        .unwrap_or_else(|| "unknown".to_string());
-    rows.push(("memory".to_string(), memory));
-    if let Some(os) = std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|o| {
-            o.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|v| v.trim_matches('"').to_string())
-        })
-    {
-        rows.push(("OS".to_string(), os));
+    let cpu = field(&lscpu, "Model name:").unwrap_or_else(|| "unknown".to_string());
+    let hypervisor = field(&lscpu, "Hypervisor vendor:").map(|h| format!(" (virtualized: {h})"));
+    let cores = std::thread::available_parallelism().map(|n| n.get().to_string());
+    let kib = field(&read("/proc/meminfo"), "MemTotal:")
+        .and_then(|m| m.trim_end_matches("kB").trim().parse::<f64>().ok());
+    let os = field(&read("/etc/os-release"), "PRETTY_NAME=");
+    let load: Vec<String> = read("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .map(str::to_string)
+        .collect();
+    let git = [
+        "-C",
+        &workspace.to_string_lossy(),
+        "rev-parse",
+        "--short",
+        "HEAD",
+    ];
+    let unknown = || Some("unknown".to_string());
+    let mut rows = vec![
+        (
+            "CPU (lscpu model)",
+            Some(cpu + &hypervisor.unwrap_or_default()),
+        ),
+        ("cores", cores.ok().or_else(unknown)),
+        (
+            "memory",
+            kib.map(|kib| format!("{:.1} GiB", kib / (1024.0 * 1024.0)))
+                .or_else(unknown),
+        ),
+        ("OS", os.map(|os| os.trim_matches('"').to_string())),
+        (
+            "rustc",
+            command_output("rustc", &["--version"]).or_else(unknown),
+        ),
+    ];
+    for name in ["wasmtime", "wapc", "wasmtime-provider"] {
+        rows.push((name, lock_version(workspace, name)));
     }
-    rows.push((
-        "rustc".to_string(),
-        command_output("rustc", &["--version"]).unwrap_or_else(|| "unknown".to_string()),
-    ));
-    for crate_name in ["wasmtime", "wapc", "wasmtime-provider"] {
-        if let Some(version) = lock_version(workspace, crate_name) {
-            rows.push((crate_name.to_string(), version));
-        }
-    }
-    if let Some(version) = command_output("wasm-opt", &["--version"]) {
-        rows.push(("binaryen".to_string(), version));
-    }
-    if let Some(commit) = command_output(
-        "git",
-        &[
-            "-C",
-            &workspace.to_string_lossy(),
-            "rev-parse",
-            "--short",
-            "HEAD",
-        ],
-    ) {
-        rows.push(("commit".to_string(), commit));
-    }
-    rows
+    rows.push(("binaryen", command_output("wasm-opt", &["--version"])));
+    rows.push(("commit", command_output("git", &git)));
+    let load = (!load.is_empty()).then(|| load.join(", "));
+    rows.push(("load average at start (1, 5, 15 min)", load));
+    let rows = rows
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_string(), value?)));
+    rows.collect()
 }

@@ -1,68 +1,18 @@
 //! `bench`: the suite behind `make bench`. Measures the rule engine natively and the
 //! annotated module in policy-host (a fresh instance per evaluation, as policy-server), the
-//! module's size with and without binaryen's wasm-opt, and the guest's memory; prints the
-//! report and writes it into BENCHMARKS.md between its markers.
+//! module's size and compile time, and the guest's memory; prints the report and writes it
+//! into BENCHMARKS.md between its markers.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Parser;
 
 use policy_bench::report::{render, splice, targets};
-use policy_bench::suite::{profile as profile_loop, run_suite, ProfileTarget, SuiteOptions};
-
-#[derive(Parser)]
-#[command(
-    name = "bench",
-    about = "Benchmark the policy natively and in policy-host; write BENCHMARKS.md"
-)]
-struct Cli {
-    /// The annotated module (what ships).
-    #[arg(long, value_name = "WASM", default_value = "annotated-policy.wasm")]
-    module: PathBuf,
-    /// The module as cargo built it, before annotation.
-    #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
-    policy: PathBuf,
-    #[arg(long, value_name = "PATH", default_value = "metadata.yml")]
-    metadata: PathBuf,
-    /// The usage file embedded by `annotate -u`.
-    #[arg(long, value_name = "PATH", default_value = "README.md")]
-    usage: PathBuf,
-    #[arg(long, value_name = "DIR", default_value = "e2e-tests/scenarios")]
-    scenarios: PathBuf,
-    /// Where the wasm-strip / wasm-opt variants and scratch files go.
-    #[arg(long, value_name = "DIR", default_value = "target/bench")]
-    work_dir: PathBuf,
-    /// The report file (its text outside the generated block is kept); `-` prints only.
-    #[arg(long, value_name = "PATH", default_value = "BENCHMARKS.md")]
-    output: String,
-    /// The command shown in the report.
-    #[arg(long, default_value = "make bench")]
-    command: String,
-    /// The policy-host binary (default: the one next to this program).
-    #[arg(long, value_name = "PATH", env = "POLICY_HOST")]
-    host: Option<PathBuf>,
-    /// Short budgets: checks that everything runs; the numbers are rough.
-    #[arg(long)]
-    quick: bool,
-    /// Instead of the suite, run one request (rotation, token, edit, large, sweep-KIB for
-    /// the sweep's input of that size, or fleet-POOLS for the fleet row of that many
-    /// MachinePools) --iterations
-    /// times untimed, for a profiler: `native`, `wasm` (fresh instance + call in the host) or
-    /// `perf-map` (the module with wasmtime's /tmp/perf-PID.map, to name JIT frames).
-    #[arg(long, value_names = ["TARGET", "REQUEST"], num_args = 2)]
-    profile: Option<Vec<String>>,
-    #[arg(long, default_value_t = 1000)]
-    iterations: usize,
-    /// Another annotated module (the "before" of a change) measured in the same run as the
-    /// shipped one: its scenarios, the four requests and the fleet rows.
-    #[arg(long, value_name = "WASM")]
-    baseline: Option<PathBuf>,
-}
+use policy_bench::suite::{profile, run_suite, Options};
 
 fn main() -> ExitCode {
-    match execute(Cli::parse()) {
+    match execute(Options::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("Error: {error:?}");
@@ -71,48 +21,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn execute(cli: Cli) -> Result<()> {
-    if let Some(profile) = &cli.profile {
-        let target = match profile[0].as_str() {
-            "native" => ProfileTarget::Native,
-            "wasm" => ProfileTarget::Wasm,
-            "perf-map" => ProfileTarget::PerfMap,
-            other => bail!("--profile {other}: native, wasm or perf-map"),
-        };
-        return profile_loop(&cli.module, &profile[1], target, cli.iterations);
+fn execute(options: Options) -> Result<()> {
+    if let Some([target, request]) = options.profile.as_deref() {
+        return profile(&options.module, request, target, options.iterations);
     }
-    let host = match cli.host {
-        Some(host) => host,
-        None => {
-            let exe = std::env::current_exe()?;
-            exe.with_file_name(format!("policy-host{}", std::env::consts::EXE_SUFFIX))
-        }
-    };
-    if !host.is_file() {
-        bail!("{} not found: `make host` or pass --host", host.display());
-    }
-    let workspace = std::env::current_dir()?;
-    let options = SuiteOptions {
-        annotated: cli.module,
-        policy: cli.policy,
-        metadata: cli.metadata,
-        usage: cli.usage,
-        scenarios: cli.scenarios,
-        host,
-        work_dir: cli.work_dir,
-        workspace: workspace.clone(),
-        output: (cli.output != "-").then(|| PathBuf::from(&cli.output)),
-        command: cli.command,
-        quick: cli.quick,
-        baseline: cli.baseline,
-    };
     let report = run_suite(&options)?;
     let markdown = render(&report);
     println!("{markdown}");
-    if let Some(path) = &options.output {
-        let existing = std::fs::read_to_string(path).ok();
-        std::fs::write(path, splice(existing.as_deref(), &markdown))?;
-        eprintln!("bench: wrote {}", path.display());
+    if options.output != "-" {
+        let existing = std::fs::read_to_string(&options.output).ok();
+        std::fs::write(&options.output, splice(existing.as_deref(), &markdown))?;
+        eprintln!("bench: wrote {}", options.output);
     }
     for row in targets(&report) {
         eprintln!(

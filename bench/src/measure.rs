@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use serde_json::{json, Map, Value};
 
 use capi_bootstrap_rollout_policy::engine::validate_payload_with;
@@ -35,34 +35,32 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn main(quick: bool) -> Schedule {
-        if quick {
-            Schedule {
-                warm_up: Duration::from_millis(10),
-                rounds: 2,
-                slice: Duration::from_millis(10),
-                min_per_slice: 1,
-            }
-        } else {
-            Schedule {
-                warm_up: Duration::from_millis(100),
-                rounds: 20,
-                slice: Duration::from_millis(60),
-                min_per_slice: 3,
-            }
+    const QUICK: Schedule = Schedule::new(10, 2, 10, 1);
+
+    const fn new(warm_up_ms: u64, rounds: usize, slice_ms: u64, min_per_slice: usize) -> Self {
+        Schedule {
+            warm_up: Duration::from_millis(warm_up_ms),
+            rounds,
+            slice: Duration::from_millis(slice_ms),
+            min_per_slice,
         }
     }
 
+    /// The headline requests'.
+    pub fn main(quick: bool) -> Schedule {
+        if quick {
+            Schedule::QUICK
+        } else {
+            Schedule::new(100, 20, 60, 3)
+        }
+    }
+
+    /// The sweep's, and the other tables'.
     pub fn sweep(quick: bool) -> Schedule {
         if quick {
-            Schedule::main(true)
+            Schedule::QUICK
         } else {
-            Schedule {
-                warm_up: Duration::from_millis(50),
-                rounds: 15,
-                slice: Duration::from_millis(30),
-                min_per_slice: 1,
-            }
+            Schedule::new(50, 15, 30, 1)
         }
     }
 
@@ -109,44 +107,37 @@ fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// One thing measured on one input: the native engine, or a module in the host with a fresh
-/// instance per evaluation.
-enum Meter<'a> {
-    Native {
-        payload: Vec<u8>,
-        host: Option<Arc<HostCallback>>,
-        samples: Vec<u64>,
-    },
-    Wasm {
-        policy: &'a Policy,
-        request: ValidateRequest,
-        settings: Map<String, Value>,
-        object: Option<Value>,
-        uid: String,
-        /// instantiate, call, total, host JSON
-        columns: [Vec<u64>; 4],
-    },
+/// One thing measured on one input (the native engine, or a module in the host with a fresh
+/// instance per evaluation): an evaluation gives one or more timings, each kept in a column.
+struct Meter<'a> {
+    evaluate: Box<dyn FnMut() -> Result<Vec<u64>> + 'a>,
+    columns: Vec<Vec<u64>>,
 }
 
 impl<'a> Meter<'a> {
     fn native(input: &Input) -> Result<Meter<'a>> {
-        Ok(Meter::Native {
-            payload: input.payload()?,
-            host: lookups_of(input),
-            samples: Vec::new(),
-        })
+        let (payload, host) = (input.payload()?, lookups_of(input));
+        Ok(Meter::new(move || {
+            let t = Instant::now();
+            black_box(native_validate(&payload, host.as_deref()));
+            Ok(vec![ns(t.elapsed())])
+        }))
     }
 
+    /// Columns: instantiate, call, total, host JSON.
     fn wasm(policy: &'a Policy, input: &Input) -> Result<Meter<'a>> {
-        let request = input.validate_request()?;
-        Ok(Meter::Wasm {
-            policy,
-            uid: request.uid().to_string(),
-            request,
-            settings: settings_map(&input.settings)?,
-            object: input.request.get("object").cloned(),
-            columns: Default::default(),
-        })
+        let (request, settings) = (input.validate_request()?, input.settings.clone());
+        let object = input.request.get("object").cloned();
+        Ok(Meter::new(move || {
+            evaluate_in_host(policy, &request, &settings, object.as_ref()).map(Vec::from)
+        }))
+    }
+
+    fn new(evaluate: impl FnMut() -> Result<Vec<u64>> + 'a) -> Meter<'a> {
+        Meter {
+            evaluate: Box::new(evaluate),
+            columns: Vec::new(),
+        }
     }
 
     /// Evaluates for `slice` and at least `min` times; keeps the timings if `keep`.
@@ -154,33 +145,11 @@ impl<'a> Meter<'a> {
         let start = Instant::now();
         let mut done = 0;
         while done < min || start.elapsed() < slice {
-            match self {
-                Meter::Native {
-                    payload,
-                    host,
-                    samples,
-                } => {
-                    let t = Instant::now();
-                    black_box(native_validate(payload, host.as_deref()));
-                    if keep {
-                        samples.push(ns(t.elapsed()));
-                    }
-                }
-                Meter::Wasm {
-                    policy,
-                    request,
-                    settings,
-                    object,
-                    uid,
-                    columns,
-                } => {
-                    let timings =
-                        evaluate_in_host(policy, request, settings, object.as_ref(), uid)?;
-                    if keep {
-                        for (column, value) in columns.iter_mut().zip(timings) {
-                            column.push(value);
-                        }
-                    }
+            let timings = (self.evaluate)()?;
+            if keep {
+                self.columns.resize(timings.len(), Vec::new());
+                for (column, value) in self.columns.iter_mut().zip(timings) {
+                    column.push(value);
                 }
             }
             done += 1;
@@ -188,26 +157,8 @@ impl<'a> Meter<'a> {
         Ok(())
     }
 
-    fn native_samples(self) -> Samples {
-        match self {
-            Meter::Native { samples, .. } => Samples::new(samples),
-            Meter::Wasm { .. } => unreachable!("a wasm meter"),
-        }
-    }
-
-    fn wasm_timings(self) -> WasmTimings {
-        match self {
-            Meter::Wasm { columns, .. } => {
-                let [instantiate, call, total, host_json] = columns;
-                WasmTimings {
-                    instantiate: Samples::new(instantiate),
-                    call: Samples::new(call),
-                    total: Samples::new(total),
-                    host_json: Samples::new(host_json),
-                }
-            }
-            Meter::Native { .. } => unreachable!("a native meter"),
-        }
+    fn samples(self) -> impl Iterator<Item = Samples> {
+        self.columns.into_iter().map(Samples::new)
     }
 }
 
@@ -217,7 +168,6 @@ fn evaluate_in_host(
     request: &ValidateRequest,
     settings: &Map<String, Value>,
     object: Option<&Value>,
-    uid: &str,
 ) -> Result<[u64; 4]> {
     let t0 = Instant::now();
     let payload = json!({ "request": request, "settings": settings }).to_string();
@@ -233,7 +183,8 @@ fn evaluate_in_host(
     drop(instance);
     let t4 = Instant::now();
     let response: ValidationResponse = serde_json::from_slice(&answer)?;
-    let response = from_validation_response(uid, object, &response).map_err(|e| anyhow!("{e}"))?;
+    let response =
+        from_validation_response(request.uid(), object, &response).map_err(|e| anyhow!("{e}"))?;
     black_box(response);
     let t5 = Instant::now();
     Ok([
@@ -258,14 +209,6 @@ fn run_schedule(meters: &mut [Meter<'_>], schedule: Schedule) -> Result<()> {
     Ok(())
 }
 
-fn settings_map(settings: &Value) -> Result<Map<String, Value>> {
-    match settings {
-        Value::Object(map) => Ok(map.clone()),
-        Value::Null => Ok(Map::new()),
-        _ => bail!("settings must be an object"),
-    }
-}
-
 pub fn load_policy(module: &Path, cache: bool) -> Result<Policy> {
     let options = EngineOptions {
         cache,
@@ -277,37 +220,29 @@ pub fn load_policy(module: &Path, cache: bool) -> Result<Policy> {
 /// Checks the module and the native engine give the input's expected verdict, the same line.
 fn check_verdicts(policy: &Policy, input: &Input) -> Result<()> {
     let request = input.validate_request()?;
-    let settings = settings_map(&input.settings)?;
-    let wasm = run::validate(policy, &request, &settings);
-    let native: ValidationResponse = serde_json::from_slice(&native_validate(
-        &input.payload()?,
-        lookups_of(input).as_deref(),
-    ))?;
+    let wasm = run::validate(policy, &request, &input.settings);
+    let native = native_validate(&input.payload()?, lookups_of(input).as_deref());
+    let native = serde_json::from_slice::<ValidationResponse>(&native)?;
     let native = from_validation_response(request.uid(), input.request.get("object"), &native)
         .map_err(|e| anyhow!("{e}"))?;
-    if wasm.to_line() != native.to_line() {
-        bail!(
-            "{}: the module and the native engine disagree:\n  wasm   {}\n  native {}",
-            input.name,
-            wasm.to_line(),
-            native.to_line()
-        );
-    }
-    if wasm.allowed != input.allowed {
-        bail!(
-            "{}: expected allowed={}, got {}",
-            input.name,
-            input.allowed,
-            wasm.to_line()
-        );
-    }
+    let (name, line) = (&input.name, wasm.to_line());
+    ensure!(
+        line == native.to_line(),
+        "{name}: the module and the native engine disagree:\n  wasm   {line}\n  native {}",
+        native.to_line()
+    );
+    ensure!(
+        wasm.allowed == input.allowed,
+        "{name}: expected allowed={}, got {line}",
+        input.allowed
+    );
     Ok(())
 }
 
 /// The guest's memory on `input`, checked against the native answer.
 fn memory_of(probe: &MemoryProbe, input: &Input) -> Result<MemoryUse> {
     let payload = input.payload()?;
-    let memory = probe.measure_serving("validate", &payload, lookups_of(input))?;
+    let memory = probe.measure(&payload, lookups_of(input))?;
     if memory.response != native_validate(&payload, lookups_of(input).as_deref()) {
         bail!(
             "{}: the memory probe's answer differs from the native engine's",
@@ -372,14 +307,12 @@ pub fn measure_cases(
     let mut serving = Vec::new();
     for module in modules {
         for (_, input) in inputs {
-            serving.push(match &input.pool_list {
-                Some(_) => Some(Policy::from_file(
-                    &module.path,
-                    &EngineOptions::default(),
-                    input.host_callback(),
-                )?),
-                None => None,
-            });
+            let options = EngineOptions::default();
+            let own = input
+                .pool_list
+                .as_ref()
+                .map(|_| Policy::from_file(&module.path, &options, input.host_callback()));
+            serving.push(own.transpose()?);
         }
     }
     let policy = |m: usize, i: usize| -> &Policy {
@@ -405,17 +338,23 @@ pub fn measure_cases(
     let mut results: Vec<Vec<CaseResult>> = modules.iter().map(|_| Vec::new()).collect();
     let mut meters = meters.into_iter();
     for (key, input) in inputs {
-        let native = meters.next().context("a native meter")?.native_samples();
+        let native = meters.next().context("a native meter")?.samples().next();
         for (m, module) in modules.iter().enumerate() {
-            let wasm = meters.next().context("a wasm meter")?.wasm_timings();
+            let mut wasm = meters.next().context("a wasm meter")?.samples();
+            let mut column = || wasm.next().context("a wasm timing");
             results[m].push(CaseResult {
                 key,
                 name: input.name.clone(),
                 object_bytes: input.object_bytes(),
                 payload_bytes: input.payload()?.len(),
                 allowed: input.allowed,
-                native: native.clone(),
-                wasm,
+                native: native.clone().context("a native timing")?,
+                wasm: WasmTimings {
+                    instantiate: column()?,
+                    call: column()?,
+                    total: column()?,
+                    host_json: column()?,
+                },
                 memory: memory_of(&module.probe, input)?,
             });
         }

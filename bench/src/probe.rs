@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, ensure, Context, Result};
 use wasmtime_provider::wasmtime::{self, Caller, Engine, Extern, Linker, Module, Store};
 use wasmtime_provider::wasmtime_wasi;
 
@@ -20,8 +20,8 @@ struct ProbeState {
     error: Option<String>,
     /// Answers the guest's `__host_call` (the pool list of the fleet benchmark).
     host: Option<Arc<HostCallback>>,
-    host_response: Vec<u8>,
-    host_error: Vec<u8>,
+    /// The last host call's answer: [response, error], one of them empty.
+    host_answer: [Vec<u8>; 2],
 }
 
 /// Linear memory sizes of one evaluation on a fresh instance.
@@ -61,7 +61,7 @@ impl MemoryProbe {
         let mut linker: Linker<ProbeState> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s: &mut ProbeState| &mut s.wasi)
             .map_err(|e| anyhow!("cannot link WASI: {e}"))?;
-        add_wapc_imports(&mut linker)?;
+        add_wapc_imports(&mut linker).map_err(|e| anyhow!("cannot link waPC: {e}"))?;
         Ok(MemoryProbe {
             engine,
             linker,
@@ -69,19 +69,10 @@ impl MemoryProbe {
         })
     }
 
-    /// Calls `operation` with `payload` on a fresh instance and reports its memory.
-    pub fn measure(&self, operation: &str, payload: &[u8]) -> Result<MemoryUse> {
-        self.measure_serving(operation, payload, None)
-    }
-
-    /// [`measure`](Self::measure), with `host` answering the guest's host calls (without one,
-    /// every host call fails).
-    pub fn measure_serving(
-        &self,
-        operation: &str,
-        payload: &[u8],
-        host: Option<Arc<HostCallback>>,
-    ) -> Result<MemoryUse> {
+    /// Calls `validate` with `payload` on a fresh instance and reports its memory; `host`
+    /// answers the guest's host calls (without one, every host call fails).
+    pub fn measure(&self, payload: &[u8], host: Option<Arc<HostCallback>>) -> Result<MemoryUse> {
+        let operation = "validate";
         let state = ProbeState {
             wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
             operation: operation.as_bytes().to_vec(),
@@ -89,8 +80,7 @@ impl MemoryProbe {
             response: None,
             error: None,
             host,
-            host_response: Vec::new(),
-            host_error: Vec::new(),
+            host_answer: Default::default(),
         };
         let mut store = Store::new(&self.engine, state);
         let instance = self
@@ -117,12 +107,8 @@ impl MemoryProbe {
             .map_err(|e| anyhow!("{operation} trapped: {e:#}"))?;
         let after_call_bytes = memory.data_size(&store) as u64;
         let state = store.data_mut();
-        if status != 1 {
-            bail!(
-                "{operation} failed: {}",
-                state.error.take().unwrap_or_default()
-            );
-        }
+        let error = state.error.take().unwrap_or_default();
+        ensure!(status == 1, "{operation} failed: {error}");
         let response = state
             .response
             .take()
@@ -165,8 +151,7 @@ fn read_text(caller: &mut Caller<'_, ProbeState>, ptr: i32, len: i32) -> wasmtim
 
 /// The waPC host functions. `__host_call` goes to the probe's host callback, when it has one
 /// (as policy-server's), and fails otherwise.
-fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
-    let wrap = |e: wasmtime::Error| anyhow!("cannot link waPC: {e}");
+fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> wasmtime::Result<()> {
     linker
         .func_wrap(
             "wapc",
@@ -177,9 +162,7 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 write(&mut caller, operation_ptr, &operation)?;
                 write(&mut caller, payload_ptr, &payload)
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__guest_response",
@@ -188,9 +171,7 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 caller.data_mut().response = Some(bytes);
                 Ok(())
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__guest_error",
@@ -199,16 +180,12 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                 caller.data_mut().error = Some(String::from_utf8_lossy(&bytes).into_owned());
                 Ok(())
             },
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__console_log",
             |_: Caller<'_, ProbeState>, _ptr: i32, _len: i32| {},
-        )
-        .map_err(wrap)?;
-    linker
+        )?
         .func_wrap(
             "wapc",
             "__host_call",
@@ -230,59 +207,31 @@ fn add_wapc_imports(linker: &mut Linker<ProbeState>) -> Result<()> {
                     Some(host) => host(&binding, &namespace, &operation, &payload),
                     None => Err("the memory probe has no host".to_string()),
                 };
-                let state = caller.data_mut();
-                state.host_response.clear();
-                state.host_error.clear();
-                Ok(match answer {
-                    Ok(bytes) => {
-                        state.host_response = bytes;
-                        1
-                    }
-                    Err(error) => {
-                        state.host_error = error.into_bytes();
-                        0
-                    }
-                })
+                let (status, answer) = match answer {
+                    Ok(response) => (1, [response, Vec::new()]),
+                    Err(error) => (0, [Vec::new(), error.into_bytes()]),
+                };
+                caller.data_mut().host_answer = answer;
+                Ok(status)
             },
-        )
-        .map_err(wrap)?;
-    linker
-        .func_wrap(
+        )?;
+    // `__host_response` and `__host_error` copy the answer into the guest, `..._len` its size.
+    for (index, name) in ["__host_response", "__host_error"].into_iter().enumerate() {
+        linker.func_wrap(
             "wapc",
-            "__host_response",
-            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
-                let bytes = std::mem::take(&mut caller.data_mut().host_response);
+            name,
+            move |mut caller: Caller<'_, ProbeState>, ptr: i32| {
+                let bytes = std::mem::take(&mut caller.data_mut().host_answer[index]);
                 write(&mut caller, ptr, &bytes)
             },
-        )
-        .map_err(wrap)?;
-    linker
-        .func_wrap(
+        )?;
+        linker.func_wrap(
             "wapc",
-            "__host_response_len",
-            |caller: Caller<'_, ProbeState>| -> i32 {
-                i32::try_from(caller.data().host_response.len()).unwrap_or(i32::MAX)
+            &format!("{name}_len"),
+            move |caller: Caller<'_, ProbeState>| -> i32 {
+                i32::try_from(caller.data().host_answer[index].len()).unwrap_or(i32::MAX)
             },
-        )
-        .map_err(wrap)?;
-    linker
-        .func_wrap(
-            "wapc",
-            "__host_error",
-            |mut caller: Caller<'_, ProbeState>, ptr: i32| {
-                let bytes = std::mem::take(&mut caller.data_mut().host_error);
-                write(&mut caller, ptr, &bytes)
-            },
-        )
-        .map_err(wrap)?;
-    linker
-        .func_wrap(
-            "wapc",
-            "__host_error_len",
-            |caller: Caller<'_, ProbeState>| -> i32 {
-                i32::try_from(caller.data().host_error.len()).unwrap_or(i32::MAX)
-            },
-        )
-        .map_err(wrap)?;
+        )?;
+    }
     Ok(())
 }

@@ -4,14 +4,12 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::cli::CliRun;
-use crate::measure::CaseResult;
+use crate::measure::{CaseResult, WasmTimings};
 use crate::scale::{
-    extra_memory, fleet_fit, linearity, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS,
-    TARGET_FLEET_POOLS,
+    extra_memory, growth, FleetRow, TARGET_FLEET_EXTRA_BYTES, TARGET_FLEET_NS, TARGET_FLEET_POOLS,
 };
-use crate::size::{CompileTimes, Variant, VariantRun};
-use crate::stats::{fmt_bytes, fmt_ns};
+use crate::size::{CompileTimes, ModuleSizes};
+use crate::stats::{fmt_bytes, fmt_ns, Samples};
 
 pub const BEGIN_MARKER: &str = "<!-- make bench: generated from here -->";
 pub const END_MARKER: &str = "<!-- make bench: generated up to here -->";
@@ -31,21 +29,18 @@ pub struct Report {
     /// How the headline requests and the sweep were measured.
     pub schedules: (String, String),
     pub cases: Vec<CaseResult>,
+    /// The four requests in the baseline module (`--baseline`).
+    pub cases_baseline: Option<Vec<CaseResult>>,
     pub sweep: Vec<CaseResult>,
     pub fleet: Vec<FleetRow>,
     /// [`APISERVER_KEYS`], in the shipped module and in the baseline (`--baseline`).
     pub apiserver: Vec<CaseResult>,
     pub apiserver_baseline: Option<Vec<CaseResult>>,
-    /// The fleet rows of the baseline module (`--baseline`).
-    pub fleet_baseline: Option<Vec<FleetRow>>,
+    /// The fleet rows' measurements in the baseline module (`--baseline`).
+    pub fleet_baseline: Option<Vec<CaseResult>>,
     pub compile: CompileTimes,
-    pub variants: Vec<Variant>,
-    pub variant_runs: Vec<VariantRun>,
-    /// Scenarios passed by the shipped module, of all.
-    pub shipped_scenarios: (usize, usize),
-    pub annotated_bytes: u64,
-    pub cli: Option<CliRun>,
-    pub notes: Vec<String>,
+    pub compile_baseline: Option<CompileTimes>,
+    pub sizes: ModuleSizes,
     pub elapsed: Duration,
 }
 
@@ -56,149 +51,171 @@ pub struct TargetRow {
 }
 
 pub fn targets(report: &Report) -> Vec<TargetRow> {
-    let mut rows = vec![TargetRow {
-        target: format!("module <= {}", fmt_bytes(TARGET_MODULE_BYTES)),
-        measured: format!("{} annotated", fmt_bytes(report.annotated_bytes)),
-        met: report.annotated_bytes <= TARGET_MODULE_BYTES,
-    }];
+    let mut rows = Vec::new();
+    let mut row = |target: String, measured: String, met: bool| {
+        rows.push(TargetRow {
+            target,
+            measured,
+            met,
+        })
+    };
+    let (annotated, limit) = (report.sizes.annotated, TARGET_MODULE_BYTES);
+    let measured = format!("{} annotated", fmt_bytes(annotated));
+    row(
+        format!("module <= {}", fmt_bytes(limit)),
+        measured,
+        annotated <= limit,
+    );
     if let Some(edit) = report.cases.iter().find(|c| c.key == "edit") {
-        rows.push(TargetRow {
-            target: format!(
-                "typical 10 KiB edit p50 <= {} in the host, instantiation included",
-                fmt_ns(TARGET_TYPICAL_EDIT_NS)
-            ),
-            measured: fmt_ns(edit.wasm.total.p50()),
-            met: edit.wasm.total.p50() <= TARGET_TYPICAL_EDIT_NS,
-        });
+        let (p50, limit) = (edit.wasm.total.p50(), TARGET_TYPICAL_EDIT_NS);
+        let target = format!(
+            "typical 10 KiB edit p50 <= {} in the host, instantiation included",
+            fmt_ns(limit)
+        );
+        row(target, fmt_ns(p50), p50 <= limit);
     }
-    let worst_call = report
-        .cases
-        .iter()
-        .map(CaseResult::call_ratio)
-        .fold(0.0, f64::max);
-    rows.push(TargetRow {
-        target: format!(
-            "wasm/native <= {TARGET_WASM_NATIVE_RATIO}x, guest call vs the same work natively"
-        ),
-        measured: format!("{worst_call:.1}x at worst"),
-        met: worst_call <= TARGET_WASM_NATIVE_RATIO,
-    });
-    let worst_total = report
-        .cases
-        .iter()
-        .map(CaseResult::total_ratio)
-        .fold(0.0, f64::max);
-    rows.push(TargetRow {
-        target: format!(
-            "wasm/native <= {TARGET_WASM_NATIVE_RATIO}x, fresh instance + call vs native"
-        ),
-        measured: format!("{worst_total:.1}x at worst"),
-        met: worst_total <= TARGET_WASM_NATIVE_RATIO,
-    });
+    let call: fn(&CaseResult) -> f64 = CaseResult::call_ratio;
+    for (what, ratio) in [
+        ("guest call vs the same work natively", call),
+        ("fresh instance + call vs native", CaseResult::total_ratio),
+    ] {
+        let (worst, limit) = (
+            report.cases.iter().map(ratio).fold(0.0, f64::max),
+            TARGET_WASM_NATIVE_RATIO,
+        );
+        let target = format!("wasm/native <= {limit}x, {what}");
+        row(target, format!("{worst:.1}x at worst"), worst <= limit);
+    }
     if let Some(big) = report.cases.iter().find(|c| c.key == "large") {
-        rows.push(TargetRow {
-            target: format!(
-                "2 MB object ({}) <= {} (p50, in the host)",
-                fmt_bytes(big.object_bytes as u64),
-                fmt_ns(TARGET_2MIB_NS)
-            ),
-            measured: fmt_ns(big.wasm.total.p50()),
-            met: big.wasm.total.p50() <= TARGET_2MIB_NS,
-        });
-        rows.push(TargetRow {
-            target: format!(
-                "2 MB object: peak guest memory <= {}",
-                fmt_bytes(TARGET_2MIB_PEAK_BYTES)
-            ),
-            measured: fmt_bytes(big.memory.after_call_bytes),
-            met: big.memory.after_call_bytes <= TARGET_2MIB_PEAK_BYTES,
-        });
+        let (p50, limit, size) = (big.wasm.total.p50(), TARGET_2MIB_NS, big.object_bytes);
+        let target = format!(
+            "2 MB object ({}) <= {} (p50, in the host)",
+            bytes(size),
+            fmt_ns(limit)
+        );
+        row(target, fmt_ns(p50), p50 <= limit);
+        let (peak, limit) = (big.memory.after_call_bytes, TARGET_2MIB_PEAK_BYTES);
+        let target = format!("2 MB object: peak guest memory <= {}", fmt_bytes(limit));
+        row(target, fmt_bytes(peak), peak <= limit);
     }
-    let wasm_points: Vec<(usize, f64)> = report
-        .sweep
-        .iter()
-        .map(|c| (c.object_bytes, c.wasm.total.p50()))
+    let sweep = report.sweep.iter();
+    let sweep: Vec<(f64, f64)> = sweep
+        .map(|c| (c.object_bytes as f64 / 1024.0, c.wasm.total.p50()))
         .collect();
-    if let Some(lin) = linearity(&wasm_points) {
-        let ratio = lin.per_kib_largest / lin.per_kib_64;
-        rows.push(TargetRow {
-            target: "cost linear in object size (wasm)".to_string(),
-            measured: format!(
-                "R² {:.4}, exponent {:.2}, per-KiB cost largest/64 KiB {:.2}",
-                lin.fit.r_squared, lin.exponent, ratio
-            ),
-            met: lin.fit.r_squared >= 0.99 && (0.9..=1.1).contains(&lin.exponent),
-        });
+    if let Some(growth) = growth(&sweep, 64.0) {
+        let (exponent, ratio) = (growth.exponent, growth.ratio);
+        let target = "cost linear in object size (wasm), from 64 KiB to the largest";
+        let measured = format!("exponent {exponent:.2}, per-KiB cost largest/64 KiB {ratio:.2}");
+        row(
+            target.to_string(),
+            measured,
+            (0.9..=1.1).contains(&exponent),
+        );
     }
-    if let Some(row) = report.fleet.iter().find(|r| r.pools == TARGET_FLEET_POOLS) {
-        rows.push(TargetRow {
-            target: format!(
-                "{TARGET_FLEET_POOLS} MachinePools: config update needing the list <= {} per evaluation (guest call p50)",
-                fmt_ns(TARGET_FLEET_NS)
-            ),
-            measured: format!(
-                "{} (fresh instance + call {})",
-                fmt_ns(row.case.wasm.call.p50()),
-                fmt_ns(row.case.wasm.total.p50())
-            ),
-            met: row.case.wasm.call.p50() <= TARGET_FLEET_NS,
-        });
-        let extra = extra_memory(&report.fleet, row);
-        rows.push(TargetRow {
-            target: format!(
-                "{TARGET_FLEET_POOLS} MachinePools: <= {} extra guest memory (over 1 pool)",
-                fmt_bytes(TARGET_FLEET_EXTRA_BYTES)
-            ),
-            measured: fmt_bytes(extra),
-            met: extra <= TARGET_FLEET_EXTRA_BYTES,
-        });
+    let pools = TARGET_FLEET_POOLS;
+    if let Some(fleet) = report.fleet.iter().find(|r| r.pools == pools) {
+        let (call, total) = (fleet.case.wasm.call.p50(), fleet.case.wasm.total.p50());
+        let target = format!(
+            "{pools} MachinePools: config update needing the list <= {} per evaluation (guest call p50)",
+            fmt_ns(TARGET_FLEET_NS)
+        );
+        let measured = format!("{} (fresh instance + call {})", fmt_ns(call), fmt_ns(total));
+        row(target, measured, call <= TARGET_FLEET_NS);
+        let (extra, limit) = (extra_memory(&report.fleet, fleet), TARGET_FLEET_EXTRA_BYTES);
+        let target = format!(
+            "{pools} MachinePools: <= {} extra guest memory (over 1 pool)",
+            fmt_bytes(limit)
+        );
+        row(target, fmt_bytes(extra), extra <= limit);
     }
-    if let Some(fit) = fleet_fit(&report.fleet) {
-        rows.push(TargetRow {
-            target: "cost linear in MachinePools (guest call)".to_string(),
-            measured: format!(
-                "R² {:.4}, exponent {:.2}, per-pool cost largest/1,000 pools {:.2}",
-                fit.call.r_squared, fit.exponent, fit.per_pool_ratio
-            ),
-            met: fit.call.r_squared >= 0.99 && (0.8..=1.25).contains(&fit.per_pool_ratio),
-        });
+    let fleet = report.fleet.iter();
+    let fleet: Vec<(f64, f64)> = fleet
+        .map(|r| (r.pools as f64, r.case.wasm.call.p50()))
+        .collect();
+    if let Some(growth) = growth(&fleet, pools as f64) {
+        let (exponent, ratio) = (growth.exponent, growth.ratio);
+        let target = "cost linear in MachinePools (guest call), from 1,000 pools to the largest";
+        let measured =
+            format!("exponent {exponent:.2}, per-pool cost largest/1,000 pools {ratio:.2}");
+        row(target.to_string(), measured, (0.8..=1.25).contains(&ratio));
     }
     rows
 }
 
-fn yes(met: bool) -> &'static str {
-    if met {
-        "met"
-    } else {
-        "**missed**"
+/// A markdown table: `head` names the columns, separated by ` | `, a `<` before a column of
+/// text (left-aligned; the others hold numbers); then one row of cells per item.
+fn table(w: &mut String, head: &str, rows: impl Iterator<Item = Vec<String>>) {
+    let columns: Vec<&str> = head.split(" | ").collect();
+    let names: Vec<&str> = columns.iter().map(|c| c.trim_start_matches('<')).collect();
+    let rule: Vec<&str> = columns
+        .iter()
+        .map(|c| if c.starts_with('<') { "---" } else { "--:" })
+        .collect();
+    let _ = writeln!(w, "| {} |\n|{}|", names.join(" | "), rule.join("|"));
+    for cells in rows {
+        let _ = writeln!(w, "| {} |", cells.join(" | "));
+    }
+}
+
+/// With a baseline (`--baseline`): its `time` p50 and peak memory, two more columns.
+fn before_head(head: &str, baseline: Option<&Vec<CaseResult>>, time: &str) -> String {
+    match baseline {
+        Some(_) => format!("{head} | before: {time} p50 | before: peak memory"),
+        None => head.to_string(),
+    }
+}
+
+/// `cells` of row `i`, followed by the baseline's, when there is one.
+fn before_cells(
+    mut cells: Vec<String>,
+    baseline: Option<&Vec<CaseResult>>,
+    i: usize,
+    time: fn(&WasmTimings) -> &Samples,
+) -> Vec<String> {
+    if let Some(b) = baseline.and_then(|b| b.get(i)) {
+        cells.extend([
+            fmt_ns(time(&b.wasm).p50()),
+            bytes(b.memory.after_call_bytes),
+        ]);
+    }
+    cells
+}
+
+fn bytes(n: impl TryInto<u64>) -> String {
+    fmt_bytes(n.try_into().unwrap_or(u64::MAX))
+}
+
+/// Measured with the baseline module, when there is one.
+fn with_baseline(baseline: Option<&Vec<CaseResult>>) -> &'static str {
+    match baseline {
+        Some(_) => "; before: the baseline module, measured with them",
+        None => "",
     }
 }
 
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     let w = &mut md;
+    let (command, seconds) = (&report.command, report.elapsed.as_secs_f64());
     let _ = writeln!(
         w,
-        "Generated by `{}` in {:.0} s.\n",
-        report.command,
-        report.elapsed.as_secs_f64()
+        "Generated by `{command}` in {seconds:.0} s.\n\n### Machine\n"
     );
-    let _ = writeln!(w, "### Machine\n\n| | |\n|---|---|");
-    for (key, value) in &report.machine {
-        let _ = writeln!(w, "| {key} | {value} |");
-    }
+    let machine = report.machine.iter();
+    table(w, "< | <", machine.map(|(k, v)| vec![k.clone(), v.clone()]));
 
-    let _ = writeln!(w, "\n### Targets\n\n| target | measured | |\n|---|---|---|");
-    for row in targets(report) {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} |",
-            row.target,
-            row.measured,
-            yes(row.met)
-        );
-    }
+    let _ = writeln!(w, "\n### Targets\n");
+    let targets = targets(report).into_iter().map(|t| {
+        let met = if t.met { "met" } else { "**missed**" };
+        vec![t.target, t.measured, met.to_string()]
+    });
+    table(w, "<target | <measured | <", targets);
 
+    let baseline = report.cases_baseline.as_ref();
+    let samples = report
+        .cases
+        .iter()
+        .map(|c| c.wasm.total.len().min(c.native.len()));
     let _ = writeln!(
         w,
         "\n### Per evaluation\n\nnative: `engine::validate_payload` on the payload the host sends, plus \
@@ -207,126 +224,81 @@ pub fn render(report: &Report) -> String {
          instance from the pre-instantiated module (store, memory, WASI, `wapc_init`), the call, \
          dropping the instance. host JSON: building the payload and reading the answer, outside \
          the guest. Each timing is the p50 (p99) of one evaluation, {} samples or more; with \
-         fewer than 100 the p99 is the maximum. Native and wasm, and the wasm-opt variants below, \
-         are measured interleaved ({}), so a change of load falls on all of them.\n",
-        report
-            .cases
-            .iter()
-            .map(|c| c.wasm.total.len().min(c.native.len()))
-            .min()
-            .unwrap_or(0),
-        report.schedules.0
+         fewer than 100 the p99 is the maximum. Native and wasm are measured interleaved ({}{}), \
+         so a change of load falls on all of them.\n",
+        samples.min().unwrap_or(0),
+        report.schedules.0,
+        with_baseline(baseline),
     );
-    let _ = writeln!(
-        w,
-        "| request | object | verdict | native | wasm call | instantiate | fresh instance + call | call / native | total / native | host JSON |\n|---|--:|---|--:|--:|--:|--:|--:|--:|--:|"
-    );
-    for c in &report.cases {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} ({}) | {} ({}) | {} | {} ({}) | {:.1}x | {:.1}x | {} |",
-            c.name,
-            fmt_bytes(c.object_bytes as u64),
-            if c.allowed { "allow" } else { "reject" },
-            fmt_ns(c.native.p50()),
-            fmt_ns(c.native.p99()),
-            fmt_ns(c.wasm.call.p50()),
-            fmt_ns(c.wasm.call.p99()),
+    let p50_p99 = |s: &Samples| format!("{} ({})", fmt_ns(s.p50()), fmt_ns(s.p99()));
+    let head = "<request | object | <verdict | native | wasm call | instantiate | \
+                fresh instance + call | call / native | total / native | host JSON";
+    let rows = report.cases.iter().enumerate().map(|(i, c)| {
+        let cells = vec![
+            c.name.clone(),
+            bytes(c.object_bytes),
+            if c.allowed { "allow" } else { "reject" }.to_string(),
+            p50_p99(&c.native),
+            p50_p99(&c.wasm.call),
             fmt_ns(c.wasm.instantiate.p50()),
-            fmt_ns(c.wasm.total.p50()),
-            fmt_ns(c.wasm.total.p99()),
-            c.call_ratio(),
-            c.total_ratio(),
+            p50_p99(&c.wasm.total),
+            format!("{:.1}x", c.call_ratio()),
+            format!("{:.1}x", c.total_ratio()),
             fmt_ns(c.wasm.host_json.p50()),
-        );
-    }
+        ];
+        before_cells(cells, baseline, i, |t| &t.total)
+    });
+    table(
+        w,
+        &before_head(head, baseline, "fresh instance + call"),
+        rows,
+    );
 
     let _ = writeln!(
         w,
         "\n### Guest memory per evaluation\n\nThe size of the guest's exported linear memory on a \
          fresh instance, after `wapc_init` and after the `validate` call (it never shrinks: \
-         the second is the evaluation's peak).\n\n| request | payload | after init | after the call (peak) | grown by |\n|---|--:|--:|--:|--:|"
+         the second is the evaluation's peak).\n"
     );
-    for c in report.cases.iter().chain(report.sweep.iter()) {
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} |",
-            c.name,
-            fmt_bytes(c.payload_bytes as u64),
-            fmt_bytes(c.memory.initial_bytes),
-            fmt_bytes(c.memory.after_call_bytes),
-            fmt_bytes(c.memory.after_call_bytes - c.memory.initial_bytes),
-        );
-    }
+    let head = "<request | payload | after init | after the call (peak) | grown by";
+    let rows = report.cases.iter().chain(&report.sweep).map(|c| {
+        let (initial, peak) = (c.memory.initial_bytes, c.memory.after_call_bytes);
+        let sizes = [c.payload_bytes as u64, initial, peak, peak - initial];
+        [c.name.clone()]
+            .into_iter()
+            .chain(sizes.map(bytes))
+            .collect()
+    });
+    table(w, head, rows);
 
     let _ = writeln!(
         w,
         "\n### Cost against object size\n\nAn in-use KubeadmConfig made of 10 KiB files, one \
          changed (rejected): the whole spec is compared and fingerprinted. Measured interleaved \
          ({}). per KiB: the cost above the smallest object's, divided by the KiB added (from \
-         16 KiB on).\n\n| object | native p50 | native per KiB | fresh instance + call p50 | wasm per KiB | total / native |\n|--:|--:|--:|--:|--:|--:|",
+         16 KiB on).\n",
         report.schedules.1
     );
-    let first = report.sweep.first();
-    for c in &report.sweep {
-        let per_kib = |ns: f64, base: f64| -> String {
-            let added =
-                (c.object_bytes as f64 - first.map_or(0.0, |f| f.object_bytes as f64)) / 1024.0;
-            // Below 16 KiB the added cost is within the noise of the fixed cost.
-            if added <= 0.0 || c.object_bytes < 16 * 1024 {
-                "-".to_string()
-            } else {
-                fmt_ns((ns - base) / added)
-            }
+    let native: fn(&CaseResult) -> f64 = |c| c.native.p50();
+    let wasm: fn(&CaseResult) -> f64 = |c| c.wasm.total.p50();
+    let head = "object | native p50 | native per KiB | fresh instance + call p50 | wasm per KiB | \
+                total / native";
+    let rows = report.sweep.iter().map(|c| {
+        let first = &report.sweep[0];
+        let added = (c.object_bytes as f64 - first.object_bytes as f64) / 1024.0;
+        // Below 16 KiB the added cost is within the noise of the fixed cost.
+        let per_kib = |ns: fn(&CaseResult) -> f64| match c.object_bytes >= 16 * 1024 {
+            true if added > 0.0 => fmt_ns((ns(c) - ns(first)) / added),
+            _ => "-".to_string(),
         };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {:.1}x |",
-            fmt_bytes(c.object_bytes as u64),
-            fmt_ns(c.native.p50()),
-            per_kib(c.native.p50(), first.map_or(0.0, |f| f.native.p50())),
-            fmt_ns(c.wasm.total.p50()),
-            per_kib(
-                c.wasm.total.p50(),
-                first.map_or(0.0, |f| f.wasm.total.p50())
-            ),
-            c.total_ratio(),
-        );
-    }
-    for (label, points) in [
-        (
-            "native",
-            report
-                .sweep
-                .iter()
-                .map(|c| (c.object_bytes, c.native.p50()))
-                .collect::<Vec<_>>(),
-        ),
-        (
-            "wasm (fresh instance + call)",
-            report
-                .sweep
-                .iter()
-                .map(|c| (c.object_bytes, c.wasm.total.p50()))
-                .collect(),
-        ),
-    ] {
-        if let Some(lin) = linearity(&points) {
-            let _ = writeln!(
-                w,
-                "\n{label}: least squares over every point: {} + {} per KiB, R² = {:.4}; \
-                 exponent k in added cost ~ added size^k over 64 KiB and up: {:.2}; marginal per-KiB \
-                 cost {} at 64 KiB, {} at the largest (ratio {:.2}).",
-                fmt_ns(lin.fit.intercept),
-                fmt_ns(lin.fit.slope),
-                lin.fit.r_squared,
-                lin.exponent,
-                fmt_ns(lin.per_kib_64),
-                fmt_ns(lin.per_kib_largest),
-                lin.per_kib_largest / lin.per_kib_64,
-            );
-        }
-    }
+        let ratio = format!("{:.1}x", c.total_ratio());
+        let (native_p50, wasm_p50) = (fmt_ns(native(c)), fmt_ns(wasm(c)));
+        vec![bytes(c.object_bytes), native_p50, per_kib(native)]
+            .into_iter()
+            .chain([wasm_p50, per_kib(wasm), ratio])
+            .collect()
+    });
+    table(w, head, rows);
 
     if !report.apiserver.is_empty() {
         render_apiserver(w, report);
@@ -338,103 +310,49 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(
         w,
         "\n### Compilation\n\nLoading the annotated module into a new engine, as policy-server \
-         does at start (`Module::new` + pre-instantiation); median of {} loads.\n\n| | median |\n|---|--:|\n| compile (cache off) | {} |\n| load from wasmtime's cache | {} |",
+         does at start (`Module::new` + pre-instantiation); median of {} loads.\n",
         report.compile.uncached.len(),
-        fmt_ns(report.compile.uncached.p50()),
-        fmt_ns(report.compile.cached.p50()),
     );
-    if let Some(cli) = &report.cli {
-        let _ = writeln!(
-            w,
-            "\nThe whole `policy-host run` process on the 10 KiB edit (start, cache load, \
-             settings validation, one evaluation), hyperfine, {} runs: {} ± {}.\n`{}`",
-            cli.runs,
-            fmt_ns(cli.mean_ns),
-            fmt_ns(cli.stddev_ns),
-            cli.command
-        );
-    }
+    let compile = [
+        ("", Some(&report.compile)),
+        ("before: ", report.compile_baseline.as_ref()),
+    ];
+    let rows = compile.into_iter().flat_map(|(prefix, times)| {
+        times.into_iter().flat_map(move |t| {
+            [
+                vec![
+                    format!("{prefix}compile (cache off)"),
+                    fmt_ns(t.uncached.p50()),
+                ],
+                vec![
+                    format!("{prefix}load from wasmtime's cache"),
+                    fmt_ns(t.cached.p50()),
+                ],
+            ]
+        })
+    });
+    table(w, "< | median", rows);
 
     let _ = writeln!(
         w,
-        "\n### Module size\n\n| module | bytes | size | gzip -9 | custom sections | command |\n|---|--:|--:|--:|---|---|"
+        "\n### Module size\n\nThe shipped module at each step of its build: `cargo build` (release \
+         profile: opt-level 2, LTO, 1 CGU, strip, panic abort; `target/policy.cargo.wasm`), \
+         binaryen's `wasm-opt -O3` (`policy.wasm`), annotated with metadata.yml and README.md \
+         (`annotated-policy.wasm`).\n"
     );
-    for v in &report.variants {
-        let sections = if v.custom_sections.is_empty() {
-            "none".to_string()
-        } else {
-            v.custom_sections
-                .iter()
-                .map(|(name, len)| format!("{name} ({})", fmt_bytes(*len as u64)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | `{}` |",
-            v.name,
-            v.bytes,
-            fmt_bytes(v.bytes),
-            v.gzip_bytes.map_or("-".to_string(), fmt_bytes),
-            sections,
-            v.command
-        );
-    }
-    if !report.variant_runs.is_empty() {
-        let _ = writeln!(
-            w,
-            "\nThe optimized modules, annotated like the shipped one (and the baseline module, \
-             when `--baseline` names one), against it: e2e scenarios through `policy-host run`, \
-             compile time (cache off), fresh instance + call p50 and peak memory per request.\n"
-        );
-        let mut header = "| module | annotated size | scenarios | compile |".to_string();
-        let mut rule = "|---|--:|--:|--:|".to_string();
-        for c in &report.cases {
-            let _ = write!(header, " {} |", c.name);
-            rule.push_str("--:|");
-        }
-        let _ = writeln!(w, "{header}\n{rule}");
-        let (passed, all) = report.shipped_scenarios;
-        let _ = write!(
-            w,
-            "| shipped (wasm-opt -O3) | {} | {passed}/{all} pass | {} |",
-            fmt_bytes(report.annotated_bytes),
-            fmt_ns(report.compile.uncached.p50())
-        );
-        for c in &report.cases {
-            let _ = write!(
-                w,
-                " {}, {} |",
-                fmt_ns(c.wasm.total.p50()),
-                fmt_bytes(c.memory.after_call_bytes)
-            );
-        }
-        let _ = writeln!(w);
-        for run in &report.variant_runs {
-            let _ = write!(
-                w,
-                "| {} | {} | {}/{} pass, {} as shipped | {} |",
-                run.name,
-                fmt_bytes(run.annotated_bytes),
-                run.scenarios_passed,
-                run.scenarios_total,
-                run.scenarios_same_as_shipped,
-                fmt_ns(run.compile.p50())
-            );
-            for (_, total, _, memory) in &run.cases {
-                let _ = write!(w, " {}, {} |", fmt_ns(*total), fmt_bytes(*memory));
-            }
-            let _ = writeln!(w);
-        }
-    }
-    for note in &report.notes {
-        let _ = writeln!(w, "\nNote: {note}");
-    }
+    let sizes = &report.sizes;
+    let size = |n: u64| format!("{} ({n} B)", fmt_bytes(n));
+    let mut row: Vec<String> = [sizes.cargo, sizes.optimized, sizes.annotated]
+        .map(size)
+        .into();
+    row.push(sizes.annotated_gzip.map_or("-".to_string(), fmt_bytes));
+    let head = "cargo build | after wasm-opt | annotated | annotated, gzip -9";
+    table(w, head, [row].into_iter());
     md
 }
 
 fn render_apiserver(w: &mut String, report: &Report) {
-    let before = report.apiserver_baseline.as_ref();
+    let baseline = report.apiserver_baseline.as_ref();
     let _ = writeln!(
         w,
         "\n### Requests as kube-apiserver sends them\n\nThe headline requests, each also as the API \
@@ -442,57 +360,39 @@ fn render_apiserver(w: &mut String, report: &Report) {
          CAPI core's ownerReferences, CABPK's discovery fields and status) and, for a \
          `kubectl apply`, the last-applied annotation holding the applied manifest; the 2.1 MiB \
          config is applied server-side (kubectl refuses annotations over 256 KiB). No rule reads \
-         them. Measured interleaved ({}){}.\n\n| request | payload | native p50 | fresh instance + call p50 | peak memory |{}\n|---|--:|--:|--:|--:|{}",
+         them. Measured interleaved ({}{}).\n",
         report.schedules.1,
-        if before.is_some() {
-            "; before: the baseline module, measured with them"
-        } else {
-            ""
-        },
-        if before.is_some() {
-            " before: fresh instance + call p50 | before: peak memory |"
-        } else {
-            ""
-        },
-        if before.is_some() { "--:|--:|" } else { "" },
+        with_baseline(baseline),
     );
-    for (i, c) in report.apiserver.iter().enumerate() {
-        let old = before
-            .and_then(|b| b.get(i))
-            .map(|b| {
-                format!(
-                    " {} | {} |",
-                    fmt_ns(b.wasm.total.p50()),
-                    fmt_bytes(b.memory.after_call_bytes)
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} |{old}",
-            c.name,
-            fmt_bytes(c.payload_bytes as u64),
+    let head = "<request | payload | native p50 | fresh instance + call p50 | peak memory";
+    let rows = report.apiserver.iter().enumerate().map(|(i, c)| {
+        let cells = vec![
+            c.name.clone(),
+            bytes(c.payload_bytes),
             fmt_ns(c.native.p50()),
             fmt_ns(c.wasm.total.p50()),
-            fmt_bytes(c.memory.after_call_bytes),
-        );
-    }
+            bytes(c.memory.after_call_bytes),
+        ];
+        before_cells(cells, baseline, i, |t| &t.total)
+    });
+    table(
+        w,
+        &before_head(head, baseline, "fresh instance + call"),
+        rows,
+    );
     let cost = |cases: &[CaseResult]| -> Vec<String> {
-        cases
-            .chunks(2)
-            .filter_map(|pair| match pair {
-                [plain, sent] => Some(format!(
+        let pairs = cases.chunks_exact(2).map(|pair| (&pair[0], &pair[1]));
+        pairs
+            .map(|(plain, sent)| {
+                format!(
                     "{}: +{} of payload, {} ({:+.0} %), peak memory {:+.0} KiB",
                     plain.name,
-                    fmt_bytes(
-                        (sent.payload_bytes - plain.payload_bytes.min(sent.payload_bytes)) as u64
-                    ),
+                    bytes(sent.payload_bytes - plain.payload_bytes.min(sent.payload_bytes)),
                     fmt_ns(sent.wasm.total.p50() - plain.wasm.total.p50()),
                     100.0 * (sent.wasm.total.p50() / plain.wasm.total.p50() - 1.0),
                     (sent.memory.after_call_bytes as f64 - plain.memory.after_call_bytes as f64)
                         / 1024.0,
-                )),
-                _ => None,
+                )
             })
             .collect()
     };
@@ -501,12 +401,13 @@ fn render_apiserver(w: &mut String, report: &Report) {
         "\nWhat they cost (fresh instance + call p50, as sent minus without): {}.",
         cost(&report.apiserver).join("; ")
     );
-    if let Some(before) = before {
+    if let Some(before) = baseline {
         let _ = writeln!(w, "Before: {}.", cost(before).join("; "));
     }
 }
 
 fn render_fleet(w: &mut String, report: &Report) {
+    let baseline = report.fleet_baseline.as_ref();
     let _ = writeln!(
         w,
         "\n### Fleet scale\n\nThe 10 KiB in-use edit with `contextAware: true` (rejected): a \
@@ -516,67 +417,26 @@ fn render_fleet(w: &mut String, report: &Report) {
          as policy-server returns it: each item only metadata.name, uid, deletionTimestamp and \
          spec.template.spec.bootstrap. wasm call: the `validate` call, the list's transfer into \
          the guest included. extra memory: peak guest memory above the 1-pool row's. Measured \
-         interleaved ({}){}.\n\n| MachinePools | list | native p50 | wasm call p50 | fresh instance + call p50 | peak memory | extra memory |{}\n|--:|--:|--:|--:|--:|--:|--:|{}",
+         interleaved ({}{}).\n",
         report.schedules.1,
-        if report.fleet_baseline.is_some() {
-            "; before: the same rows in the baseline module, measured with them"
-        } else {
-            ""
-        },
-        if report.fleet_baseline.is_some() {
-            " before: wasm call p50 | before: peak memory |"
-        } else {
-            ""
-        },
-        if report.fleet_baseline.is_some() {
-            "--:|--:|"
-        } else {
-            ""
-        },
+        with_baseline(baseline),
     );
-    for (i, row) in report.fleet.iter().enumerate() {
+    let head = "MachinePools | list | native p50 | wasm call p50 | fresh instance + call p50 | \
+                peak memory | extra memory";
+    let rows = report.fleet.iter().enumerate().map(|(i, row)| {
         let c = &row.case;
-        let before = report
-            .fleet_baseline
-            .as_ref()
-            .and_then(|rows| rows.get(i))
-            .map(|b| {
-                format!(
-                    " {} | {} |",
-                    fmt_ns(b.case.wasm.call.p50()),
-                    fmt_bytes(b.case.memory.after_call_bytes)
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            w,
-            "| {} | {} | {} | {} | {} | {} | {} |{before}",
-            row.pools,
-            fmt_bytes(row.list_bytes as u64),
+        let cells = vec![
+            row.pools.to_string(),
+            bytes(row.list_bytes),
             fmt_ns(c.native.p50()),
             fmt_ns(c.wasm.call.p50()),
             fmt_ns(c.wasm.total.p50()),
-            fmt_bytes(c.memory.after_call_bytes),
-            fmt_bytes(extra_memory(&report.fleet, row)),
-        );
-    }
-    if let Some(fit) = fleet_fit(&report.fleet) {
-        let _ = writeln!(
-            w,
-            "\nwasm call: least squares over every row: {} + {} per 1,000 pools, R² = {:.4}; \
-             exponent k in added time ~ added pools^k over 100 pools and up: {:.2}; time added \
-             per pool at the largest row / at 1,000 pools: {:.2}. Peak memory: {} + {} per \
-             1,000 pools, R² = {:.4}.",
-            fmt_ns(fit.call.intercept),
-            fmt_ns(fit.call.slope * 1000.0),
-            fit.call.r_squared,
-            fit.exponent,
-            fit.per_pool_ratio,
-            fmt_bytes(fit.memory.intercept.max(0.0) as u64),
-            fmt_bytes((fit.memory.slope * 1000.0).max(0.0) as u64),
-            fit.memory.r_squared,
-        );
-    }
+            bytes(c.memory.after_call_bytes),
+            bytes(extra_memory(&report.fleet, row)),
+        ];
+        before_cells(cells, baseline, i, |t| &t.call)
+    });
+    table(w, &before_head(head, baseline, "wasm call"), rows);
 }
 
 /// Puts `generated` between the markers of `existing` (or builds a new file around it).

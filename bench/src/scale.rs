@@ -1,8 +1,7 @@
 //! How the cost grows: the size sweep (object size) and the fleet rows (MachinePools in the
-//! namespace), and the lines fitted through them.
+//! namespace), and how far from linear the growth between two of their rows is.
 
 use crate::measure::CaseResult;
-use crate::stats::{linear_fit, LinearFit};
 
 /// Object sizes of the sweep.
 pub fn sweep_sizes(quick: bool) -> Vec<usize> {
@@ -37,85 +36,29 @@ pub struct FleetRow {
     pub case: CaseResult,
 }
 
-/// Linearity of the sweep: a least-squares line over every point, and the log-log exponent
-/// over the large objects (1.0 = linear).
-#[derive(Clone, Debug)]
-pub struct Linearity {
-    pub fit: LinearFit,
-    /// Fitted exponent k in (cost - cost of the smallest) ~ (size - smallest)^k over the
-    /// objects of 64 KiB and more.
+/// How the cost grows from a reference row to the largest, each counted above the first
+/// row's: the cost added per unit added (KiB, pool) at the largest over that at the reference
+/// (1.0 = linear), and the exponent k in added cost ~ added size^k between them (1.0 =
+/// linear).
+#[derive(Clone, Copy, Debug)]
+pub struct Growth {
+    pub ratio: f64,
     pub exponent: f64,
-    /// Marginal cost per KiB (above the smallest object) at 64 KiB and at the largest.
-    pub per_kib_64: f64,
-    pub per_kib_largest: f64,
 }
 
-pub fn linearity(points: &[(usize, f64)]) -> Option<Linearity> {
-    let xy: Vec<(f64, f64)> = points
-        .iter()
-        .map(|&(bytes, ns)| (bytes as f64 / 1024.0, ns))
-        .collect();
-    let fit = linear_fit(&xy)?;
-    let (x0, y0) = *xy.first()?;
-    // The cost added above the smallest object against the size added: the fixed cost
-    // (instantiation, envelope) would otherwise bend the exponent below 1.
-    let large: Vec<(f64, f64)> = xy
-        .iter()
-        .filter(|p| p.0 >= 64.0 && p.1 > y0)
-        .map(|p| ((p.0 - x0).ln(), (p.1 - y0).ln()))
-        .collect();
-    let exponent = linear_fit(&large).map_or(f64::NAN, |f| f.slope);
-    let marginal = |x: f64, y: f64| (y - y0) / (x - x0);
-    let at_64 = xy.iter().find(|p| p.0 >= 64.0).copied()?;
-    let largest = *xy.last()?;
-    Some(Linearity {
-        fit,
-        exponent,
-        per_kib_64: marginal(at_64.0, at_64.1),
-        per_kib_largest: marginal(largest.0, largest.1),
-    })
-}
-
-/// The fleet rows against the number of pools: least-squares lines of the guest call's time
-/// and of the peak memory, the exponent of the time added above the 1-pool row over the rows
-/// of 100 pools and more (1.0 = linear), and the time added per pool at the largest row over
-/// that at 1,000 pools (1.0 = linear; the 100-pool row adds little more than noise).
-#[derive(Clone, Debug)]
-pub struct FleetFit {
-    pub call: LinearFit,
-    pub exponent: f64,
-    pub per_pool_ratio: f64,
-    pub memory: LinearFit,
-}
-
-pub fn fleet_fit(rows: &[FleetRow]) -> Option<FleetFit> {
-    let call: Vec<(f64, f64)> = rows
-        .iter()
-        .map(|r| (r.pools as f64, r.case.wasm.call.p50()))
-        .collect();
-    let memory: Vec<(f64, f64)> = rows
-        .iter()
-        .map(|r| (r.pools as f64, r.case.memory.after_call_bytes as f64))
-        .collect();
-    let (x0, y0) = *call.first()?;
-    let large: Vec<(f64, f64)> = call
-        .iter()
-        .filter(|p| p.0 >= 100.0 && p.1 > y0)
-        .map(|p| ((p.0 - x0).ln(), (p.1 - y0).ln()))
-        .collect();
-    let per_pool = |p: &(f64, f64)| (p.1 - y0) / (p.0 - x0);
-    let per_pool_ratio = match (
-        call.iter().find(|p| p.0 >= TARGET_FLEET_POOLS as f64),
-        call.last(),
-    ) {
-        (Some(at), Some(last)) if last.0 > at.0 => per_pool(last) / per_pool(at),
-        _ => f64::NAN,
-    };
-    Some(FleetFit {
-        call: linear_fit(&call)?,
-        exponent: linear_fit(&large).map_or(f64::NAN, |f| f.slope),
-        per_pool_ratio,
-        memory: linear_fit(&memory)?,
+/// [`Growth`] over `points` (size, cost), from the first point of at least `reference`; `None`
+/// without a larger point after it.
+pub fn growth(points: &[(f64, f64)], reference: f64) -> Option<Growth> {
+    let (x0, y0) = *points.first()?;
+    let (xr, yr) = *points.iter().find(|p| p.0 >= reference)?;
+    let (xl, yl) = *points.last()?;
+    if xl <= xr {
+        return None;
+    }
+    let per_unit = |x: f64, y: f64| (y - y0) / (x - x0);
+    Some(Growth {
+        ratio: per_unit(xl, yl) / per_unit(xr, yr),
+        exponent: ((yl - y0) / (yr - y0)).ln() / ((xl - x0) / (xr - x0)).ln(),
     })
 }
 
@@ -130,14 +73,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn linearity_of_a_line_is_one() {
-        let points: Vec<(usize, f64)> = [1usize, 64, 256, 1024, 3072]
+    fn a_line_grows_linearly() {
+        let points: Vec<(f64, f64)> = [1.0, 64.0, 256.0, 1024.0, 3072.0]
             .iter()
-            .map(|&k| (k * 1024, 20_000.0 + 300.0 * k as f64))
+            .map(|&k| (k, 20_000.0 + 300.0 * k))
             .collect();
-        let lin = linearity(&points).unwrap();
-        assert!((lin.fit.slope - 300.0).abs() < 1e-6);
-        assert!((lin.per_kib_largest / lin.per_kib_64 - 1.0).abs() < 1e-9);
-        assert!((lin.exponent - 1.0).abs() < 1e-9);
+        let line = growth(&points, 64.0).unwrap();
+        assert!((line.ratio - 1.0).abs() < 1e-9);
+        assert!((line.exponent - 1.0).abs() < 1e-9);
+        let square: Vec<(f64, f64)> = points.iter().map(|&(x, _)| (x, x * x)).collect();
+        assert!((growth(&square, 64.0).unwrap().exponent - 2.0).abs() < 0.01);
+        assert!(growth(&points[..2], 64.0).is_none());
     }
 }

@@ -1,4 +1,4 @@
-//! Order statistics over per-evaluation timings and a least-squares line for the size sweep.
+//! Order statistics over per-evaluation timings, and units.
 
 use std::time::Duration;
 
@@ -47,50 +47,6 @@ impl Samples {
     pub fn p99(&self) -> f64 {
         self.percentile(99.0)
     }
-
-    pub fn min(&self) -> f64 {
-        self.sorted_ns[0] as f64
-    }
-
-    pub fn mean(&self) -> f64 {
-        self.sorted_ns.iter().map(|&v| v as f64).sum::<f64>() / self.sorted_ns.len() as f64
-    }
-}
-
-/// `y = intercept + slope * x`, fitted by least squares, with its coefficient of
-/// determination.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LinearFit {
-    pub slope: f64,
-    pub intercept: f64,
-    pub r_squared: f64,
-}
-
-pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
-    let n = points.len() as f64;
-    if points.len() < 2 {
-        return None;
-    }
-    let mean_x = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let mean_y = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
-    let syy: f64 = points.iter().map(|p| (p.1 - mean_y).powi(2)).sum();
-    if sxx == 0.0 {
-        return None;
-    }
-    let slope = sxy / sxx;
-    let intercept = mean_y - slope * mean_x;
-    let ss_res: f64 = points
-        .iter()
-        .map(|p| (p.1 - (intercept + slope * p.0)).powi(2))
-        .sum();
-    let r_squared = if syy == 0.0 { 1.0 } else { 1.0 - ss_res / syy };
-    Some(LinearFit {
-        slope,
-        intercept,
-        r_squared,
-    })
 }
 
 /// `1234` ns as `1.23 us`, `12.3 ms`, ...
@@ -130,20 +86,9 @@ mod tests {
         let s = Samples::new((1..=100).rev().collect());
         assert_eq!(s.p50(), 50.0);
         assert_eq!(s.p99(), 99.0);
-        assert_eq!(s.min(), 1.0);
-        assert_eq!(s.mean(), 50.5);
         let few = Samples::new(vec![3, 1, 2]);
         assert_eq!(few.p99(), 3.0);
         assert_eq!(few.p50(), 2.0);
-    }
-
-    #[test]
-    fn fits_a_line() {
-        let fit = linear_fit(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]).unwrap();
-        assert!((fit.slope - 2.0).abs() < 1e-9);
-        assert!((fit.intercept - 1.0).abs() < 1e-9);
-        assert!((fit.r_squared - 1.0).abs() < 1e-9);
-        assert!(linear_fit(&[(1.0, 1.0)]).is_none());
     }
 
     #[test]

@@ -6,53 +6,69 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
+use clap::Parser;
 
 use policy_host::engine::{EngineOptions, Policy};
 
-use crate::cli::cli_run;
 use crate::inputs::{self, Apply, Input};
 use crate::machine::machine;
 use crate::measure::{lookups_of, measure_cases, native_validate, CaseResult, Module, Schedule};
 use crate::probe::MemoryProbe;
 use crate::report::Report;
 use crate::scale::{fleet_sizes, sweep_sizes, FleetRow};
-use crate::size::{compile_times, module_variants, Variants};
+use crate::size::{compile_times, ModuleSizes};
 
-#[derive(Clone, Debug)]
-pub struct SuiteOptions {
-    /// The shipped, annotated module.
-    pub annotated: PathBuf,
-    /// The module as cargo built it (before annotation).
+/// `bench`'s command line.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "bench",
+    about = "Benchmark the policy natively and in policy-host; write BENCHMARKS.md"
+)]
+pub struct Options {
+    /// The annotated module (what ships).
+    #[arg(long, value_name = "WASM", default_value = "annotated-policy.wasm")]
+    pub module: PathBuf,
+    /// The module as cargo built it.
+    #[arg(long, value_name = "WASM", default_value = "target/policy.cargo.wasm")]
     pub policy: PathBuf,
-    pub metadata: PathBuf,
-    pub usage: PathBuf,
-    pub scenarios: PathBuf,
-    /// The policy-host binary (runs the scenarios on the wasm-opt variants).
-    pub host: PathBuf,
-    /// Where the variants go.
-    pub work_dir: PathBuf,
-    pub workspace: PathBuf,
-    /// The report; `None` prints it only.
-    pub output: Option<PathBuf>,
+    /// The module after wasm-opt, before annotation.
+    #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
+    pub optimized: PathBuf,
+    /// The report file (its text outside the generated block is kept); `-` prints only.
+    #[arg(long, value_name = "PATH", default_value = "BENCHMARKS.md")]
+    pub output: String,
     /// The command shown in the report.
+    #[arg(long, default_value = "make bench")]
     pub command: String,
-    /// Short budgets: checks the suite runs, numbers are rough.
+    /// Short budgets: checks that everything runs; the numbers are rough.
+    #[arg(long)]
     pub quick: bool,
-    /// Another annotated module measured with the shipped one (its scenarios, the four
-    /// requests, the fleet rows): the "before" of a change, in the same run as the "after".
+    /// Instead of the suite, run one request (rotation, token, edit, large, sweep-KIB for
+    /// the sweep's input of that size, or fleet-POOLS for the fleet row of that many
+    /// MachinePools) --iterations
+    /// times untimed, for a profiler: `native`, `wasm` (fresh instance + call in the host) or
+    /// `perf-map` (the module with wasmtime's /tmp/perf-PID.map, to name JIT frames).
+    #[arg(long, value_names = ["TARGET", "REQUEST"], num_args = 2)]
+    pub profile: Option<Vec<String>>,
+    #[arg(long, default_value_t = 1000)]
+    pub iterations: usize,
+    /// Another annotated module (the "before" of a change) measured in the same run as the
+    /// shipped one: the four requests, as kube-apiserver sends them, the fleet rows, its
+    /// compile time.
+    #[arg(long, value_name = "WASM")]
     pub baseline: Option<PathBuf>,
 }
 
-/// The four requests of the headline table, by key: a MachinePool rotation, the token
-/// rotation CAPI writes every ~7.5 minutes, a typical edit, a 2 MB config.
-pub fn main_inputs() -> Result<Vec<(&'static str, Input)>> {
-    MAIN_KEYS
-        .iter()
+/// The requests of `keys`, by key.
+fn keyed(keys: &[&'static str]) -> Result<Vec<(&'static str, Input)>> {
+    keys.iter()
         .map(|&key| Ok((key, main_input(key)?)))
         .collect()
 }
 
+/// The four requests of the headline table, by key: a MachinePool rotation, the token
+/// rotation CAPI writes every ~7.5 minutes, a typical edit, a 2 MB config.
 pub const MAIN_KEYS: [&str; 4] = ["rotation", "token", "edit", "large"];
 
 pub fn main_input(key: &str) -> Result<Input> {
@@ -80,150 +96,89 @@ pub fn main_input(key: &str) -> Result<Input> {
 /// kubectl's last-applied annotation), in pairs: what reading past them costs.
 pub const APISERVER_KEYS: [&str; 6] = ["token", "token-mf", "edit", "edit-mf", "large", "large-mf"];
 
-pub fn run_suite(options: &SuiteOptions) -> Result<Report> {
+pub fn run_suite(options: &Options) -> Result<Report> {
     let started = Instant::now();
-    let load_at_start = std::fs::read_to_string("/proc/loadavg").ok();
-    std::fs::create_dir_all(&options.work_dir)
-        .with_context(|| format!("cannot create {}", options.work_dir.display()))?;
-    let mut notes = Vec::new();
+    let machine = machine(&std::env::current_dir()?);
+    let quick = options.quick;
 
-    eprintln!("bench: module sizes, wasm-opt variants and their scenarios");
-    let Variants {
-        files: variants,
-        runs: mut variant_runs,
-        shipped_scenarios,
-    } = module_variants(options, &mut notes)?;
+    eprintln!("bench: module size, compile times");
+    let sizes = ModuleSizes::of(&options.policy, &options.optimized, &options.module)?;
+    let compile = compile_times(&options.module, quick)?;
+    let baseline = options.baseline.as_ref();
+    let compile_baseline = baseline.map(|b| compile_times(b, quick)).transpose()?;
 
-    eprintln!("bench: compile times");
-    let compile = compile_times(&options.annotated, options.quick)?;
-
-    let mut modules = vec![Module::load("shipped", &options.annotated)?];
-    for run in &variant_runs {
-        modules.push(Module::load(&run.name, &run.annotated)?);
+    let mut modules = vec![Module::load("shipped", &options.module)?];
+    if let Some(baseline) = baseline {
+        modules.push(Module::load("baseline", baseline)?);
     }
     let modules: Vec<&Module> = modules.iter().collect();
-    // The shipped module, and the baseline (the last variant run) when there is one.
-    let shipped_and_baseline: Vec<&Module> = match &options.baseline {
-        Some(_) => vec![modules[0], modules[modules.len() - 1]],
-        None => vec![modules[0]],
-    };
-    eprintln!(
-        "bench: the four requests, natively and in {} module(s), interleaved",
-        modules.len()
-    );
-    let main = main_inputs()?;
-    let mut per_module = measure_cases(&main, &modules, Schedule::main(options.quick))?;
-    let cases = per_module.remove(0);
-    for (run, results) in variant_runs.iter_mut().zip(per_module) {
-        run.cases = results
-            .iter()
-            .map(|r| {
-                (
-                    r.name.clone(),
-                    r.wasm.total.p50(),
-                    r.wasm.call.p50(),
-                    r.memory.after_call_bytes,
-                )
-            })
-            .collect();
-    }
+    let count = modules.len();
+    eprintln!("bench: the four requests, natively and in {count} module(s), interleaved");
+    let main = measure_cases(&keyed(&MAIN_KEYS)?, &modules, Schedule::main(quick))?;
+    let (cases, cases_baseline) = shipped_and_baseline(main);
 
     eprintln!("bench: size sweep");
-    let sweep_inputs = sweep_sizes(options.quick)
+    let sweep_inputs = sweep_sizes(quick)
         .into_iter()
         .map(|size| Ok(("sweep", inputs::one_file_changed(size)?)))
         .collect::<Result<Vec<_>>>()?;
-    let sweep =
-        measure_cases(&sweep_inputs, &modules[..1], Schedule::sweep(options.quick))?.remove(0);
+    let sweep = measure_cases(&sweep_inputs, &modules[..1], Schedule::sweep(quick))?.remove(0);
 
     eprintln!("bench: requests as kube-apiserver sends them");
-    let apiserver_inputs = APISERVER_KEYS
-        .iter()
-        .map(|&key| Ok((key, main_input(key)?)))
-        .collect::<Result<Vec<_>>>()?;
-    let mut apiserver_cases = measure_cases(
-        &apiserver_inputs,
-        &shipped_and_baseline,
-        Schedule::sweep(options.quick),
-    )?;
-    let apiserver = apiserver_cases.remove(0);
-    let apiserver_baseline = apiserver_cases.pop();
+    let apiserver = measure_cases(&keyed(&APISERVER_KEYS)?, &modules, Schedule::sweep(quick))?;
+    let (apiserver, apiserver_baseline) = shipped_and_baseline(apiserver);
 
     eprintln!("bench: fleet scale");
-    let sizes = fleet_sizes(options.quick);
-    let fleet_inputs = sizes
+    let pools = fleet_sizes(quick);
+    let fleet_inputs = pools
         .iter()
         .map(|&pools| Ok(("fleet", inputs::fleet(pools)?)))
         .collect::<Result<Vec<_>>>()?;
-    let mut fleet_cases = measure_cases(
-        &fleet_inputs,
-        &shipped_and_baseline,
-        Schedule::sweep(options.quick),
-    )?;
-    let rows = |cases: Vec<CaseResult>| -> Vec<FleetRow> {
-        sizes
-            .iter()
-            .zip(&fleet_inputs)
-            .zip(cases)
-            .map(|((&pools, (_, input)), case)| FleetRow {
-                pools,
-                list_bytes: input.pool_list.as_ref().map_or(0, |l| l.len()),
-                case,
-            })
-            .collect()
-    };
-    let fleet = rows(fleet_cases.remove(0));
-    let fleet_baseline = fleet_cases.pop().map(rows);
+    let fleet = measure_cases(&fleet_inputs, &modules, Schedule::sweep(quick))?;
+    let (fleet, fleet_baseline) = shipped_and_baseline(fleet);
+    let fleet = (pools.iter().zip(&fleet_inputs).zip(fleet))
+        .map(|((&pools, (_, input)), case)| FleetRow {
+            pools,
+            list_bytes: input.pool_list.as_ref().map_or(0, |l| l.len()),
+            case,
+        })
+        .collect();
 
-    let cli = cli_run(options, &mut notes);
-
-    let mut machine = machine(&options.workspace);
-    if let Some(load) = load_at_start {
-        let fields: Vec<&str> = load.split_whitespace().take(3).collect();
-        machine.push((
-            "load average at start (1, 5, 15 min)".to_string(),
-            fields.join(", "),
-        ));
-    }
     Ok(Report {
         machine,
         command: options.command.clone(),
         schedules: (
-            Schedule::main(options.quick).describe(),
-            Schedule::sweep(options.quick).describe(),
+            Schedule::main(quick).describe(),
+            Schedule::sweep(quick).describe(),
         ),
         cases,
+        cases_baseline,
         sweep,
         fleet,
         fleet_baseline,
         apiserver,
         apiserver_baseline,
         compile,
-        variants,
-        variant_runs,
-        shipped_scenarios,
-        annotated_bytes: std::fs::metadata(&options.annotated)?.len(),
-        cli,
-        notes,
+        compile_baseline,
+        sizes,
         elapsed: started.elapsed(),
     })
 }
 
-/// Where [`profile`] runs the evaluations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProfileTarget {
-    /// The rule engine, natively.
-    Native,
-    /// The module in the host: fresh instance + call, as policy-server.
-    Wasm,
-    /// The module on the memory probe's engine with wasmtime's perf map on, so callgrind's
-    /// JIT addresses can be named (`bench/name-jit-frames.py`).
-    PerfMap,
+/// The shipped module's results and the baseline's, when there is one.
+fn shipped_and_baseline(
+    mut per_module: Vec<Vec<CaseResult>>,
+) -> (Vec<CaseResult>, Option<Vec<CaseResult>>) {
+    let shipped = per_module.remove(0);
+    (shipped, per_module.pop())
 }
 
 /// Runs one headline request `iterations` times without timing: the workload for
-/// `valgrind --tool=callgrind`.
-pub fn profile(module: &Path, key: &str, target: ProfileTarget, iterations: usize) -> Result<()> {
+/// `valgrind --tool=callgrind`. `target`: `native` (the rule engine), `wasm` (the module in
+/// the host: fresh instance + call, as policy-server) or `perf-map` (the module on the memory
+/// probe's engine with wasmtime's perf map on, so callgrind's JIT addresses can be named:
+/// `bench/name-jit-frames.py`).
+pub fn profile(module: &Path, key: &str, target: &str, iterations: usize) -> Result<()> {
     // `sweep-KIB`: the sweep's input of that many KiB.
     let input = match key.strip_prefix("sweep-") {
         Some(kib) => inputs::one_file_changed(kib.parse::<usize>()? * 1024)?,
@@ -231,12 +186,16 @@ pub fn profile(module: &Path, key: &str, target: ProfileTarget, iterations: usiz
     };
     let payload = input.payload()?;
     let host = lookups_of(&input);
-    if target == ProfileTarget::PerfMap {
+    if target == "native" {
+        for _ in 0..iterations {
+            black_box(native_validate(&payload, host.as_deref()));
+        }
+    } else if target == "perf-map" {
         let probe = MemoryProbe::with_perf_map(&std::fs::read(module)?, true)?;
         for _ in 0..iterations {
-            black_box(probe.measure_serving("validate", &payload, host.clone())?);
+            black_box(probe.measure(&payload, host.clone())?);
         }
-    } else if target == ProfileTarget::Wasm {
+    } else if target == "wasm" {
         // No deadline: under a profiler the guest runs 50 times slower, and policy-server's 2 s
         // would cut the large request short (the count would then measure the timeout).
         let options = EngineOptions {
@@ -259,9 +218,7 @@ pub fn profile(module: &Path, key: &str, target: ProfileTarget, iterations: usiz
             black_box(answer);
         }
     } else {
-        for _ in 0..iterations {
-            black_box(native_validate(&payload, host.as_deref()));
-        }
+        bail!("--profile {target}: native, wasm or perf-map");
     }
     Ok(())
 }

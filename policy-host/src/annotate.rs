@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::callbacks::HostContext;
-use crate::engine::{EngineOptions, Policy};
+use crate::engine::{EngineArgs, EngineOptions, Policy};
 use crate::metadata::{
     self, ExecutionMode, Metadata, ProtocolVersion, ANNOTATED_BY, KWCTL_ANNOTATION,
     METADATA_SECTION, USAGE_ANNOTATION,
@@ -19,23 +19,26 @@ use crate::metadata::{
 use crate::run::is_rego_policy;
 use crate::wasm_scanner;
 
-#[derive(Clone, Debug, Default)]
-pub struct AnnotateOptions {
-    pub module: PathBuf,
+/// `annotate`'s command line, kwctl's flags.
+#[derive(clap::Args, Clone, Debug)]
+pub struct AnnotateArgs {
+    /// File containing the metadata.
+    #[arg(short = 'm', long, value_name = "PATH")]
     pub metadata_path: PathBuf,
+    /// File containing the usage information of the policy.
+    #[arg(short = 'u', long, value_name = "PATH")]
     pub usage_path: Option<PathBuf>,
-    pub output: PathBuf,
-    pub engine: EngineOptions,
+    /// Output file.
+    #[arg(short = 'o', long, value_name = "PATH")]
+    pub output_path: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The policy module (.wasm).
+    pub module: PathBuf,
 }
 
-/// What annotate wrote, and kwctl's warnings about it (for stderr).
-#[derive(Debug)]
-pub struct Annotated {
-    pub metadata: Metadata,
-    pub warnings: Vec<String>,
-}
-
-pub fn annotate(options: &AnnotateOptions) -> Result<Annotated> {
+/// Writes the annotated module; returns kwctl's warnings about it (for stderr).
+pub fn annotate(options: &AnnotateArgs) -> Result<Vec<String>> {
     let usage = options
         .usage_path
         .as_ref()
@@ -54,13 +57,13 @@ pub fn annotate(options: &AnnotateOptions) -> Result<Annotated> {
         &module,
         &options.metadata_path,
         usage.as_deref(),
-        &options.engine,
+        &options.engine.options(),
     )?;
     let warnings = wasm_scanner::mismatch_warnings(&detected, metadata.host_capabilities.as_ref());
     let annotated = metadata::set_custom_section(&module, METADATA_SECTION, &metadata.to_json()?)?;
-    std::fs::write(&options.output, annotated)
-        .with_context(|| format!("cannot write {}", options.output.display()))?;
-    Ok(Annotated { metadata, warnings })
+    std::fs::write(&options.output_path, annotated)
+        .with_context(|| format!("cannot write {}", options.output_path.display()))?;
+    Ok(warnings)
 }
 
 fn prepare_metadata(

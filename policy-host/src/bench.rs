@@ -7,15 +7,14 @@
 //! evaluates every request on a fresh instance; `--fresh-instance` measures that (an
 //! extension of this host, not a kwctl flag).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
 use tiny_bench::{bench_with_configuration_labeled, BenchmarkConfig};
 
-use crate::engine::{self, EngineOptions};
-use crate::run::{self, RunOptions, RunReport};
+use crate::engine;
+use crate::run::{self, RunArgs, RunReport};
 
 /// The flags of `kwctl bench` that apply to a local waPC module.
 #[derive(Args, Clone, Debug)]
@@ -42,29 +41,8 @@ pub struct BenchArgs {
     /// Evaluate every request on a fresh instance, as policy-server does (kwctl reuses one).
     #[arg(long)]
     pub fresh_instance: bool,
-    /// File containing the Kubernetes admission request object in JSON format (`-` for stdin).
-    #[arg(short = 'r', long, value_name = "PATH")]
-    pub request_path: String,
-    /// File containing the settings for this policy (YAML or JSON); wins over --settings-json.
-    #[arg(short = 's', long, value_name = "PATH")]
-    pub settings_path: Option<PathBuf>,
-    /// JSON string containing the settings for this policy.
-    #[arg(long, value_name = "VALUE")]
-    pub settings_json: Option<String>,
-    /// Grant access to the Kubernetes resources listed in the policy's `contextAwareResources`.
-    #[arg(long)]
-    pub allow_context_aware: bool,
-    /// Answer the policy's host capability calls from a kwctl session file.
-    #[arg(long, value_name = "FILE")]
-    pub replay_host_capabilities_interactions: Option<PathBuf>,
-    /// Validate a raw request (the input is given to the policy as it is).
-    #[arg(long)]
-    pub raw: bool,
-    /// Turn off usage of wasmtime cache.
-    #[arg(long)]
-    pub disable_wasmtime_cache: bool,
-    /// The policy module (.wasm).
-    pub module: PathBuf,
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 impl BenchArgs {
@@ -89,28 +67,12 @@ impl BenchArgs {
         config.dump_results_to_disk = self.dump_results_to_disk;
         config
     }
-
-    pub fn run_options(&self) -> RunOptions {
-        RunOptions {
-            module: self.module.clone(),
-            request_path: self.request_path.clone(),
-            settings_path: self.settings_path.clone(),
-            settings_json: self.settings_json.clone(),
-            allow_context_aware: self.allow_context_aware,
-            replay_session: self.replay_host_capabilities_interactions.clone(),
-            raw: self.raw,
-            engine: EngineOptions {
-                cache: !self.disable_wasmtime_cache,
-                ..EngineOptions::default()
-            },
-        }
-    }
 }
 
 /// Loads the module as `run` does (settings refused by the policy are an error), then
 /// benchmarks `validate_settings` and `validate`, printing tiny-bench's report of each.
 pub fn bench(args: &BenchArgs, report: &mut RunReport) -> Result<()> {
-    let loaded = run::load(&args.run_options(), report)?;
+    let loaded = run::load(&args.run.options(), report)?;
     let config = args.benchmark_config();
     let (policy, request, settings) = (&loaded.policy, &loaded.request, &loaded.settings);
     if args.fresh_instance {

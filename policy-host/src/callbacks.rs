@@ -10,10 +10,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{anyhow, Context, Result};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::HostCallback;
 use crate::host_capabilities::HostCapabilities;
+use crate::wasm_scanner::KNOWN_CAPABILITIES;
 
 /// A request the host forwards to its (replayed) cluster. The variant and field names are
 /// policy-evaluator's `CallbackRequestType`: they are the YAML tags and keys of a kwctl
@@ -45,8 +47,9 @@ pub enum CallbackRequestType {
     },
 }
 
-/// The guest's request payloads (kubewarden-policy-sdk 0.17 `host_capabilities::kubernetes`).
-#[derive(Debug, Deserialize)]
+/// The guest's request payloads (kubewarden-policy-sdk 0.17 `host_capabilities::kubernetes`),
+/// under the names kwctl reads them with (they name them in their errors).
+#[derive(Debug, Deserialize, Serialize)]
 struct ListResourcesByNamespaceRequest {
     api_version: String,
     kind: String,
@@ -56,7 +59,7 @@ struct ListResourcesByNamespaceRequest {
     field_masks: Option<BTreeSet<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 struct ListAllResourcesRequest {
     api_version: String,
     kind: String,
@@ -65,7 +68,7 @@ struct ListAllResourcesRequest {
     field_masks: Option<BTreeSet<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Serialize)]
 struct GetResourceRequest {
     api_version: String,
     kind: String,
@@ -126,14 +129,6 @@ impl Session {
         Ok(Session { exchanges })
     }
 
-    pub fn len(&self) -> usize {
-        self.exchanges.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.exchanges.is_empty()
-    }
-
     /// kwctl's `produce_recorded_response`.
     fn answer(&mut self, request: &CallbackRequestType) -> std::result::Result<Vec<u8>, String> {
         match self.exchanges.pop_front() {
@@ -155,7 +150,6 @@ impl Session {
 }
 
 /// Where cluster requests go.
-#[derive(Debug)]
 pub enum Cluster {
     /// `--replay-host-capabilities-interactions`.
     Replay(Session),
@@ -170,7 +164,6 @@ pub enum Cluster {
 /// module's `contextAwareResources` with `--allow-context-aware`, nothing without) and where
 /// its requests go. The same context serves every instance of a run, as kwctl's one callback
 /// handler does, so a session is consumed across settings validation and validation.
-#[derive(Debug)]
 pub struct HostContext {
     allowed_resources: BTreeSet<(String, String)>,
     /// policy-server's `hostCapabilities` gate; `None` (kwctl) lets every capability through.
@@ -221,7 +214,7 @@ impl HostContext {
     /// Exchanges of the session nobody asked for (kwctl warns about them at the end).
     pub fn leftover_exchanges(&self) -> usize {
         match &*self.lock_cluster() {
-            Cluster::Replay(session) => session.len(),
+            Cluster::Replay(session) => session.exchanges.len(),
             #[cfg(feature = "serve")]
             Cluster::Kube(_) => 0,
             Cluster::None => 0,
@@ -253,77 +246,46 @@ impl HostContext {
                 ));
             }
         }
-        match namespace {
-            "tracing" => match operation {
-                "log" => {
-                    log_policy_entry(payload);
-                    Ok(Vec::new())
-                }
-                _ => Err(unknown_operation(operation)),
-            },
-            "kubernetes" => {
-                let request = match operation {
-                    "list_resources_by_namespace" => {
-                        let req: ListResourcesByNamespaceRequest =
-                            serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-                        self.check_access(&req.api_version, &req.kind)?;
-                        CallbackRequestType::KubernetesListResourceNamespace {
-                            api_version: req.api_version,
-                            kind: req.kind,
-                            namespace: req.namespace,
-                            label_selector: req.label_selector,
-                            field_selector: req.field_selector,
-                            field_masks: req.field_masks,
-                        }
-                    }
-                    "list_resources_all" => {
-                        let req: ListAllResourcesRequest =
-                            serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-                        self.check_access(&req.api_version, &req.kind)?;
-                        CallbackRequestType::KubernetesListResourceAll {
-                            api_version: req.api_version,
-                            kind: req.kind,
-                            label_selector: req.label_selector,
-                            field_selector: req.field_selector,
-                            field_masks: req.field_masks,
-                        }
-                    }
-                    "get_resource" => {
-                        let req: GetResourceRequest =
-                            serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-                        self.check_access(&req.api_version, &req.kind)?;
-                        CallbackRequestType::KubernetesGetResource {
-                            api_version: req.api_version,
-                            kind: req.kind,
-                            name: req.name,
-                            namespace: req.namespace,
-                            disable_cache: req.disable_cache,
-                            field_masks: req.field_masks,
-                        }
-                    }
-                    "can_i" => return Err(not_implemented(namespace, operation)),
-                    _ => return Err(unknown_operation(operation)),
-                };
-                self.forward(&request)
+        match (namespace, operation) {
+            ("tracing", "log") => {
+                log_policy_entry(payload);
+                Ok(Vec::new())
             }
-            "oci" => match operation {
-                "v1/verify"
-                | "v2/verify"
-                | "v1/manifest_digest"
-                | "v1/oci_manifest"
-                | "v1/oci_manifest_config" => Err(not_implemented(namespace, operation)),
-                _ => Err(unknown_operation(operation)),
-            },
-            "net" => match operation {
-                "v1/dns_lookup_host" => Err(not_implemented(namespace, operation)),
-                _ => Err(unknown_operation(operation)),
-            },
-            "crypto" => match operation {
-                "v1/is_certificate_trusted" => Err(not_implemented(namespace, operation)),
-                _ => Err(unknown_operation(operation)),
-            },
+            ("kubernetes", "list_resources_by_namespace") => self
+                .kubernetes::<ListResourcesByNamespaceRequest>(
+                    "KubernetesListResourceNamespace",
+                    payload,
+                ),
+            ("kubernetes", "list_resources_all") => {
+                self.kubernetes::<ListAllResourcesRequest>("KubernetesListResourceAll", payload)
+            }
+            ("kubernetes", "get_resource") => {
+                self.kubernetes::<GetResourceRequest>("KubernetesGetResource", payload)
+            }
+            // What Kubewarden defines and policy-host does not answer (oci, net, crypto,
+            // kubernetes/can_i).
+            _ if KNOWN_CAPABILITIES.contains(&(namespace, operation)) => Err(format!("Callback evaluation failure: policy-host does not implement the {namespace}/{operation} host capability")),
+            _ if namespace == "tracing" || KNOWN_CAPABILITIES.iter().any(|c| c.0 == namespace) => {
+                Err(format!("unknown operation: {operation}"))
+            }
             _ => Err(format!("unknown namespace: {namespace}")),
         }
+    }
+
+    /// A Kubernetes request: the payload read as kwctl reads it (`T`), checked against the
+    /// resources the policy may read, forwarded as the `variant` of [`CallbackRequestType`]
+    /// with the same fields.
+    fn kubernetes<T: DeserializeOwned + Serialize>(
+        &self,
+        variant: &str,
+        payload: &[u8],
+    ) -> std::result::Result<Vec<u8>, String> {
+        let request: T = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let fields = serde_json::to_value(request).map_err(|e| e.to_string())?;
+        let text = |key: &str| fields[key].as_str().unwrap_or_default();
+        self.check_access(text("api_version"), text("kind"))?;
+        let request = serde_json::from_value(serde_json::json!({ variant: fields }));
+        self.forward(&request.map_err(|e| e.to_string())?)
     }
 
     fn check_access(&self, api_version: &str, kind: &str) -> std::result::Result<(), String> {
@@ -359,14 +321,6 @@ impl HostContext {
     }
 }
 
-fn unknown_operation(operation: &str) -> String {
-    format!("unknown operation: {operation}")
-}
-
-fn not_implemented(namespace: &str, operation: &str) -> String {
-    format!("Callback evaluation failure: policy-host does not implement the {namespace}/{operation} host capability")
-}
-
 /// `tracing/log`: the SDK's structured log entry, printed on stderr like kwctl's log lines.
 fn log_policy_entry(payload: &[u8]) {
     #[derive(Deserialize)]
@@ -383,12 +337,11 @@ fn log_policy_entry(payload: &[u8]) {
                 .unwrap_or_else(|| "info".to_string())
                 .to_uppercase();
             let message = entry.message.unwrap_or_default();
-            if entry.rest.is_empty() {
-                eprintln!("{level:>5} policy_log: {message}");
-            } else {
-                let rest = serde_json::Value::Object(entry.rest);
-                eprintln!("{level:>5} policy_log: {message} {rest}");
-            }
+            let rest = match entry.rest.is_empty() {
+                true => String::new(),
+                false => format!(" {}", serde_json::Value::Object(entry.rest)),
+            };
+            eprintln!("{level:>5} policy_log: {message}{rest}");
         }
         Err(_) => eprintln!(" INFO policy_log: {}", String::from_utf8_lossy(payload)),
     }

@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Once};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -31,6 +31,31 @@ pub const INIT_INTERRUPTED: &str = "init interrupted, execution deadline exceede
 /// the error string the guest receives.
 pub type HostCallback =
     dyn Fn(&str, &str, &str, &[u8]) -> std::result::Result<Vec<u8>, String> + Send + Sync + 'static;
+
+/// The engine's flags on the command line (`run`, `annotate`, `bench`).
+#[derive(clap::Args, Clone, Debug)]
+pub struct EngineArgs {
+    /// Turn off usage of wasmtime cache.
+    #[arg(long)]
+    pub disable_wasmtime_cache: bool,
+    /// Evaluation deadline in milliseconds (policy-server's default is 2 s); 0 disables it.
+    #[arg(
+        long,
+        hide = true,
+        env = "POLICY_HOST_TIMEOUT_MS",
+        default_value_t = 2000
+    )]
+    pub timeout_ms: u64,
+}
+
+impl EngineArgs {
+    pub fn options(&self) -> EngineOptions {
+        EngineOptions {
+            timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
+            cache: !self.disable_wasmtime_cache,
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -118,33 +143,20 @@ impl Policy {
             .rehydrate(self.deadlines)
             .map_err(|e| wapc::errors::Error::ProviderFailure(Box::new(e)))?;
         let callback = self.callback.clone();
-        let host = wapc::WapcHost::new(
+        wapc::WapcHost::new(
             Box::new(provider),
             Some(Box::new(
                 move |_id, binding, namespace, operation, payload| {
                     callback(binding, namespace, operation, payload).map_err(|e| e.into())
                 },
             )),
-        )?;
-        Ok(Instance { host })
+        )
     }
 }
 
-pub struct Instance {
-    host: wapc::WapcHost,
-}
-
-impl Instance {
-    /// Calls a waPC guest function. What the guest sends with `__console_log` meanwhile is
-    /// kept for [`take_guest_logs`].
-    pub fn call(
-        &self,
-        operation: &str,
-        payload: &[u8],
-    ) -> std::result::Result<Vec<u8>, wapc::errors::Error> {
-        self.host.call(operation, payload)
-    }
-}
+/// An instance of the module: [`Instance::call`] calls a waPC guest function. What the guest
+/// sends with `__console_log` meanwhile is kept for [`take_guest_logs`].
+pub type Instance = wapc::WapcHost;
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
 fn start_epoch_ticker(engine: &wasmtime::Engine) {
@@ -192,18 +204,14 @@ impl log::Log for GuestLogger {
     fn flush(&self) {}
 }
 
-static LOGGER: GuestLogger = GuestLogger;
-static LOGGER_INSTALLED: OnceLock<bool> = OnceLock::new();
-
 /// Installs the console_log capture (once per process). If the process already has another
 /// `log` logger, capture is simply unavailable.
 pub fn install_guest_logger() {
-    LOGGER_INSTALLED.get_or_init(|| {
-        let installed = log::set_logger(&LOGGER).is_ok();
-        if installed {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if log::set_logger(&GuestLogger).is_ok() {
             log::set_max_level(log::LevelFilter::Info);
         }
-        installed
     });
 }
 

@@ -6,20 +6,7 @@
 
 use std::collections::BTreeSet;
 
-/// The capability tree: every path a policy can call, `namespace/operation`.
-const CAPABILITIES: &[&str] = &[
-    "crypto/v1/is_certificate_trusted",
-    "kubernetes/can_i",
-    "kubernetes/get_resource",
-    "kubernetes/list_resources_all",
-    "kubernetes/list_resources_by_namespace",
-    "net/v1/dns_lookup_host",
-    "oci/v1/manifest_digest",
-    "oci/v1/oci_manifest",
-    "oci/v1/oci_manifest_config",
-    "oci/v1/verify",
-    "oci/v2/verify",
-];
+use crate::wasm_scanner::KNOWN_CAPABILITIES;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum HostCapabilities {
@@ -81,12 +68,15 @@ impl HostCapabilities {
     }
 }
 
-/// The children of a node of the tree: the next segments after `prefix` (segments joined
-/// with `/`, empty for the root), and whether each is a leaf.
+/// The children of a node of the capability tree (every `namespace/operation` a policy can
+/// call): the next segments after `prefix` (empty for the root), and whether each is a leaf.
 fn children(prefix: &[&str]) -> Vec<(&'static str, bool)> {
     let mut found: Vec<(&'static str, bool)> = Vec::new();
-    for path in CAPABILITIES {
-        let segments: Vec<&'static str> = path.split('/').collect();
+    for (namespace, operation) in KNOWN_CAPABILITIES {
+        let segments: Vec<&'static str> = [namespace]
+            .into_iter()
+            .chain(operation.split('/'))
+            .collect();
         if segments.len() > prefix.len() && segments[..prefix.len()] == *prefix {
             let segment = segments[prefix.len()];
             let leaf = segments.len() == prefix.len() + 1;

@@ -3,16 +3,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
-use policy_host::annotate::{annotate, AnnotateOptions};
+use policy_host::annotate::{annotate, AnnotateArgs};
 #[cfg(feature = "bench")]
 use policy_host::bench::{bench, BenchArgs};
-use policy_host::engine::EngineOptions;
-use policy_host::run::{inspect, run, RunOptions, RunReport};
+use policy_host::run::{inspect, run, RunArgs, RunReport};
 #[cfg(feature = "serve")]
 use policy_host::serve::{serve, ServeArgs};
 
@@ -67,73 +65,6 @@ fn not_built(command: &str, feature: &str) -> Result<()> {
 }
 
 #[derive(Args)]
-struct EngineArgs {
-    /// Turn off usage of wasmtime cache.
-    #[arg(long)]
-    disable_wasmtime_cache: bool,
-    /// Evaluation deadline in milliseconds (policy-server's default is 2 s); 0 disables it.
-    #[arg(
-        long,
-        hide = true,
-        env = "POLICY_HOST_TIMEOUT_MS",
-        default_value_t = 2000
-    )]
-    timeout_ms: u64,
-}
-
-impl EngineArgs {
-    fn options(&self) -> EngineOptions {
-        EngineOptions {
-            timeout: (self.timeout_ms > 0).then(|| Duration::from_millis(self.timeout_ms)),
-            cache: !self.disable_wasmtime_cache,
-        }
-    }
-}
-
-#[derive(Args)]
-struct RunArgs {
-    /// File containing the Kubernetes admission request object in JSON format (`-` for stdin).
-    #[arg(short = 'r', long, value_name = "PATH")]
-    request_path: String,
-    /// File containing the settings for this policy (YAML or JSON); wins over --settings-json.
-    #[arg(short = 's', long, value_name = "PATH")]
-    settings_path: Option<PathBuf>,
-    /// JSON string containing the settings for this policy.
-    #[arg(long, value_name = "VALUE")]
-    settings_json: Option<String>,
-    /// Grant access to the Kubernetes resources listed in the policy's `contextAwareResources`.
-    #[arg(long)]
-    allow_context_aware: bool,
-    /// Answer the policy's host capability calls from a kwctl session file.
-    #[arg(long, value_name = "FILE")]
-    replay_host_capabilities_interactions: Option<PathBuf>,
-    /// Validate a raw request (the input is given to the policy as it is).
-    #[arg(long)]
-    raw: bool,
-    #[command(flatten)]
-    engine: EngineArgs,
-    /// The policy module (.wasm).
-    module: PathBuf,
-}
-
-#[derive(Args)]
-struct AnnotateArgs {
-    /// File containing the metadata.
-    #[arg(short = 'm', long, value_name = "PATH")]
-    metadata_path: PathBuf,
-    /// File containing the usage information of the policy.
-    #[arg(short = 'u', long, value_name = "PATH")]
-    usage_path: Option<PathBuf>,
-    /// Output file.
-    #[arg(short = 'o', long, value_name = "PATH")]
-    output_path: PathBuf,
-    #[command(flatten)]
-    engine: EngineArgs,
-    /// The policy module (.wasm).
-    module: PathBuf,
-}
-
-#[derive(Args)]
 struct InspectArgs {
     /// The annotated policy module (.wasm).
     module: PathBuf,
@@ -164,18 +95,8 @@ fn print_report(report: &RunReport) {
 fn execute(command: Command) -> Result<()> {
     match command {
         Command::Run(args) => {
-            let options = RunOptions {
-                module: args.module,
-                request_path: args.request_path,
-                settings_path: args.settings_path,
-                settings_json: args.settings_json,
-                allow_context_aware: args.allow_context_aware,
-                replay_session: args.replay_host_capabilities_interactions,
-                raw: args.raw,
-                engine: args.engine.options(),
-            };
             let mut report = RunReport::default();
-            let result = run(&options, &mut report);
+            let result = run(&args.options(), &mut report);
             print_report(&report);
             let response = result?;
             let mut stdout = std::io::stdout().lock();
@@ -184,14 +105,7 @@ fn execute(command: Command) -> Result<()> {
             Ok(())
         }
         Command::Annotate(args) => {
-            let annotated = annotate(&AnnotateOptions {
-                module: args.module,
-                metadata_path: args.metadata_path,
-                usage_path: args.usage_path,
-                output: args.output_path,
-                engine: args.engine.options(),
-            })?;
-            for warning in &annotated.warnings {
+            for warning in annotate(&args)? {
                 eprintln!(" WARN policy-host: {warning}");
             }
             Ok(())

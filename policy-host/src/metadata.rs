@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 
 pub const METADATA_SECTION: &str = "io.kubewarden.metadata";
@@ -82,6 +82,14 @@ pub struct ContextAwareResource {
     pub kind: String,
 }
 
+/// `contextAwareResources` as the host checks a request against them: (apiVersion, kind).
+pub fn resource_keys(resources: &BTreeSet<ContextAwareResource>) -> BTreeSet<(String, String)> {
+    let keys = resources
+        .iter()
+        .map(|r| (r.api_version.clone(), r.kind.clone()));
+    keys.collect()
+}
+
 fn default_true() -> bool {
     true
 }
@@ -134,39 +142,27 @@ impl Metadata {
             Some(_) => {}
         }
         for (index, rule) in self.rules.iter().enumerate() {
-            let at = |field: &str| format!("rules[{index}].{field}");
-            for (field, values) in [
-                ("apiGroups", &rule.api_groups),
-                ("apiVersions", &rule.api_versions),
-            ] {
-                if values.is_empty() {
-                    problems.push(format!("{}: must have at least one element", at(field)));
-                } else if values.iter().any(|v| v == "*") && values.len() > 1 {
-                    problems.push(format!(
-                        "{}: No other elements can be defined when '*' is used",
-                        at(field)
-                    ));
-                }
-            }
-            if rule.resources.is_empty() {
-                problems.push(format!(
-                    "{}: must have at least one element",
-                    at("resources")
-                ));
-            } else if let Err(problem) = validate_resources(&rule.resources) {
-                problems.push(format!("{}: {problem}", at("resources")));
-            }
-            if rule.operations.is_empty() {
-                problems.push(format!(
-                    "{}: must have at least one element",
-                    at("operations")
-                ));
-            } else if rule.operations.contains(&Operation::All) && rule.operations.len() > 1 {
-                problems.push(format!(
-                    "{}: No other elements can be defined when '*' is used",
-                    at("operations")
-                ));
-            }
+            // A list must not be empty, nor hold `*` beside anything else.
+            let list = |field: &str, len: usize, wildcard: bool| match len {
+                0 => Some(format!(
+                    "rules[{index}].{field}: must have at least one element"
+                )),
+                2.. if wildcard => Some(format!(
+                    "rules[{index}].{field}: No other elements can be defined when '*' is used"
+                )),
+                _ => None,
+            };
+            let star = |values: &[String]| values.iter().any(|v| v == "*");
+            let (groups, versions) = (&rule.api_groups, &rule.api_versions);
+            problems.extend(list("apiGroups", groups.len(), star(groups)));
+            problems.extend(list("apiVersions", versions.len(), star(versions)));
+            let resources = list("resources", rule.resources.len(), false).or_else(|| {
+                let problem = validate_resources(&rule.resources).err()?;
+                Some(format!("rules[{index}].resources: {problem}"))
+            });
+            problems.extend(resources);
+            let all = rule.operations.contains(&Operation::All);
+            problems.extend(list("operations", rule.operations.len(), all));
         }
         for resource in &self.context_aware_resources {
             if resource.api_version.is_empty() || resource.kind.is_empty() {
@@ -193,18 +189,11 @@ impl Metadata {
 /// apply to an annotated module: the host must be at least the minimum's major.minor (its
 /// patch and pre-release ignored, "Kubewarden stack version ignore patch version number").
 /// policy-server makes the same check when it loads a policy and, unless started with
-/// `--continue-on-errors`, refuses to start.
-pub fn check_minimum_kubewarden_version(metadata: Option<&Metadata>) -> Result<()> {
-    let Some(minimum) = metadata.and_then(|m| m.minimum_kubewarden_version.as_ref()) else {
-        return Ok(());
-    };
+/// `--continue-on-errors`, refuses to start. The version required when this host is older.
+pub fn unmet_kubewarden_version(metadata: Option<&Metadata>) -> Option<semver::Version> {
+    let minimum = metadata?.minimum_kubewarden_version.as_ref()?;
     let required = semver::Version::new(minimum.major, minimum.minor, 0);
-    if KUBEWARDEN_VERSION < required {
-        bail!(
-            "Policy required Kubewarden version {required} or greater. But it's running on {KUBEWARDEN_VERSION}"
-        );
-    }
-    Ok(())
+    (KUBEWARDEN_VERSION < required).then_some(required)
 }
 
 /// Kubernetes' check of a rule's resources, as transposed by policy-evaluator.
@@ -259,8 +248,6 @@ fn validate_resources(data: &[String]) -> std::result::Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 // Custom sections.
 
-const WASM_HEADER_LEN: usize = 8;
-
 /// The data of the first custom section called `name`, as policy-evaluator reads it.
 pub fn read_custom_section(module: &[u8], name: &str) -> Result<Option<Vec<u8>>> {
     for payload in wasmparser::Parser::new(0).parse_all(module) {
@@ -275,37 +262,27 @@ pub fn read_custom_section(module: &[u8], name: &str) -> Result<Option<Vec<u8>>>
     Ok(None)
 }
 
-/// The module with every custom section called `name` removed and one with `data` appended.
+/// The module with every custom section called `name` removed and one with `data` appended;
+/// every other section is copied byte for byte.
 pub fn set_custom_section(module: &[u8], name: &str, data: &[u8]) -> Result<Vec<u8>> {
-    if module.len() < WASM_HEADER_LEN || &module[..4] != b"\0asm" {
-        bail!("not a WebAssembly module (bad magic number)");
-    }
-    if module[4..8] != [1, 0, 0, 0] {
-        bail!(
-            "not a WebAssembly core module (version {:?})",
-            &module[4..8]
-        );
-    }
-    let mut out = module[..WASM_HEADER_LEN].to_vec();
-    let mut offset = WASM_HEADER_LEN;
-    while offset < module.len() {
-        let start = offset;
-        let id = module[offset];
-        offset += 1;
-        let size = read_leb_u32(module, &mut offset)? as usize;
-        let end = offset
-            .checked_add(size)
-            .filter(|end| *end <= module.len())
-            .ok_or_else(|| anyhow!("section at byte {start} runs past the end of the module"))?;
-        let is_replaced = id == 0 && {
-            let mut name_offset = offset;
-            let name_len = read_leb_u32(module, &mut name_offset)? as usize;
-            module.get(name_offset..name_offset + name_len) == Some(name.as_bytes())
+    let mut out = Vec::with_capacity(module.len() + name.len() + data.len() + 10);
+    // Sections follow each other: each one's header starts where the one before it ends.
+    let mut start = 0;
+    for payload in wasmparser::Parser::new(0).parse_all(module) {
+        let payload = payload.map_err(|e| anyhow!("cannot parse wasm module: {e}"))?;
+        let end = match &payload {
+            wasmparser::Payload::Version { range, .. } => range.end,
+            wasmparser::Payload::CustomSection(section) if section.name() == name => {
+                start = section.range().end;
+                continue;
+            }
+            _ => match payload.as_section() {
+                Some((_, range)) => range.end,
+                None => continue,
+            },
         };
-        if !is_replaced {
-            out.extend_from_slice(&module[start..end]);
-        }
-        offset = end;
+        out.extend_from_slice(&module[start..end]);
+        start = end;
     }
     let mut contents = Vec::with_capacity(name.len() + data.len() + 5);
     write_leb_u32(&mut contents, u32::try_from(name.len())?);
@@ -315,21 +292,6 @@ pub fn set_custom_section(module: &[u8], name: &str, data: &[u8]) -> Result<Vec<
     write_leb_u32(&mut out, u32::try_from(contents.len())?);
     out.extend_from_slice(&contents);
     Ok(out)
-}
-
-fn read_leb_u32(bytes: &[u8], offset: &mut usize) -> Result<u32> {
-    let mut result: u32 = 0;
-    for shift in (0..35).step_by(7) {
-        let byte = *bytes
-            .get(*offset)
-            .ok_or_else(|| anyhow!("truncated LEB128 number at byte {offset}"))?;
-        *offset += 1;
-        result |= u32::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Ok(result);
-        }
-    }
-    bail!("LEB128 number too long at byte {offset}")
 }
 
 fn write_leb_u32(out: &mut Vec<u8>, mut value: u32) {
@@ -414,29 +376,17 @@ annotations:
         let with = |minimum: Option<&str>| {
             let mut m = metadata(GOOD);
             m.minimum_kubewarden_version = minimum.map(|v| semver::Version::parse(v).unwrap());
-            check_minimum_kubewarden_version(Some(&m)).map_err(|e| e.to_string())
+            unmet_kubewarden_version(Some(&m)).map(|v| v.to_string())
         };
-        assert_eq!(check_minimum_kubewarden_version(None).ok(), Some(()));
-        assert_eq!(with(None), Ok(()));
-        assert_eq!(with(Some("1.33.0")), Ok(()));
-        assert_eq!(with(Some(&KUBEWARDEN_VERSION.to_string())), Ok(()));
+        assert_eq!(unmet_kubewarden_version(None), None);
+        assert_eq!(with(None), None);
+        assert_eq!(with(Some("1.33.0")), None);
+        assert_eq!(with(Some(&KUBEWARDEN_VERSION.to_string())), None);
         // 1.35.7 and 1.35.1-rc1 ask for 1.35, which this host is.
-        assert_eq!(with(Some("1.35.7")), Ok(()));
-        assert_eq!(with(Some("1.35.1-rc1")), Ok(()));
-        assert_eq!(
-            with(Some("1.36.0-rc1")),
-            Err(
-                "Policy required Kubewarden version 1.36.0 or greater. But it's running on 1.35.0"
-                    .to_string()
-            )
-        );
-        assert_eq!(
-            with(Some("2.0.3")),
-            Err(
-                "Policy required Kubewarden version 2.0.0 or greater. But it's running on 1.35.0"
-                    .to_string()
-            )
-        );
+        assert_eq!(with(Some("1.35.7")), None);
+        assert_eq!(with(Some("1.35.1-rc1")), None);
+        assert_eq!(with(Some("1.36.0-rc1")).as_deref(), Some("1.36.0"));
+        assert_eq!(with(Some("2.0.3")).as_deref(), Some("2.0.0"));
     }
 
     #[test]
@@ -475,9 +425,9 @@ annotations:
         for value in [0, 1, 127, 128, 300, 16_384, u32::MAX] {
             let mut bytes = Vec::new();
             write_leb_u32(&mut bytes, value);
-            let mut offset = 0;
-            assert_eq!(read_leb_u32(&bytes, &mut offset).unwrap(), value);
-            assert_eq!(offset, bytes.len());
+            let mut reader = wasmparser::BinaryReader::new(&bytes, 0);
+            assert_eq!(reader.read_var_u32().unwrap(), value);
+            assert!(reader.eof());
         }
     }
 }

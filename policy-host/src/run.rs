@@ -4,7 +4,6 @@
 //! `runtimes/wapc/runtime.rs`).
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,8 +15,52 @@ use crate::admission::{
     ValidationResponse, TIMEOUT_MESSAGE,
 };
 use crate::callbacks::{Cluster, HostContext, Session};
-use crate::engine::{self, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED};
+use crate::engine::{
+    self, EngineArgs, EngineOptions, Instance, Policy, CALL_INTERRUPTED, INIT_INTERRUPTED,
+};
 use crate::metadata::{self, ExecutionMode, Metadata, PolicyType};
+
+/// `run`'s command line, kwctl's flags for a local module (`bench` takes them too).
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// File containing the Kubernetes admission request object in JSON format (`-` for stdin).
+    #[arg(short = 'r', long, value_name = "PATH")]
+    pub request_path: String,
+    /// File containing the settings for this policy (YAML or JSON); wins over --settings-json.
+    #[arg(short = 's', long, value_name = "PATH")]
+    pub settings_path: Option<PathBuf>,
+    /// JSON string containing the settings for this policy.
+    #[arg(long, value_name = "VALUE")]
+    pub settings_json: Option<String>,
+    /// Grant access to the Kubernetes resources listed in the policy's `contextAwareResources`.
+    #[arg(long)]
+    pub allow_context_aware: bool,
+    /// Answer the policy's host capability calls from a kwctl session file.
+    #[arg(long, value_name = "FILE")]
+    pub replay_host_capabilities_interactions: Option<PathBuf>,
+    /// Validate a raw request (the input is given to the policy as it is).
+    #[arg(long)]
+    pub raw: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The policy module (.wasm).
+    pub module: PathBuf,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> RunOptions {
+        RunOptions {
+            module: self.module.clone(),
+            request_path: self.request_path.clone(),
+            settings_path: self.settings_path.clone(),
+            settings_json: self.settings_json.clone(),
+            allow_context_aware: self.allow_context_aware,
+            replay_session: self.replay_host_capabilities_interactions.clone(),
+            raw: self.raw,
+            engine: self.engine.options(),
+        }
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -35,7 +78,6 @@ pub struct RunOptions {
 /// What a run produced besides the response: messages for stderr.
 #[derive(Debug, Default)]
 pub struct RunReport {
-    pub response: Option<AdmissionResponse>,
     /// Messages the guest sent with `__console_log`, in order.
     pub guest_logs: Vec<String>,
     pub warnings: Vec<String>,
@@ -54,7 +96,6 @@ pub fn run(options: &RunOptions, report: &mut RunReport) -> Result<AdmissionResp
             "Some of the recorded exchanges have not been replayed: {leftovers} left"
         ));
     }
-    report.response = Some(response.clone());
     Ok(response)
 }
 
@@ -76,7 +117,10 @@ pub fn load(options: &RunOptions, report: &mut RunReport) -> Result<Loaded> {
     let module = std::fs::read(&options.module)
         .with_context(|| format!("cannot read policy module {}", options.module.display()))?;
     let metadata = Metadata::from_module(&module)?;
-    metadata::check_minimum_kubewarden_version(metadata.as_ref())?;
+    if let Some(required) = metadata::unmet_kubewarden_version(metadata.as_ref()) {
+        let running = metadata::KUBEWARDEN_VERSION;
+        bail!("Policy required Kubewarden version {required} or greater. But it's running on {running}");
+    }
     check_execution_mode(metadata.as_ref(), &module)?;
 
     let allowed_resources =
@@ -137,11 +181,8 @@ fn read_settings(options: &RunOptions) -> Result<Map<String, Value>> {
 
 fn read_request(path: &str) -> Result<Value> {
     let text = if path == "-" {
-        let mut buffer = String::new();
-        std::io::stdin()
-            .read_to_string(&mut buffer)
-            .map_err(|e| anyhow!("Error reading request from stdin: {}", e))?;
-        buffer
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| anyhow!("Error reading request from stdin: {}", e))?
     } else {
         std::fs::read_to_string(path)
             .map_err(|e| anyhow!("Error opening request file {}; {}", path, e))?
@@ -195,14 +236,8 @@ fn context_aware_allowed_resources(
     allow_context_aware: bool,
     report: &mut RunReport,
 ) -> BTreeSet<(String, String)> {
-    let declared: BTreeSet<(String, String)> = metadata
-        .map(|m| {
-            m.context_aware_resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.kind.clone()))
-                .collect()
-        })
-        .unwrap_or_default();
+    let declared = metadata.map(|m| metadata::resource_keys(&m.context_aware_resources));
+    let declared = declared.unwrap_or_default();
     if allow_context_aware {
         if metadata.is_none() {
             report.warnings.push(
@@ -232,9 +267,10 @@ pub fn validate_settings(
     let payload = Value::Object(settings.clone()).to_string();
     match instance.call("validate_settings", payload.as_bytes()) {
         Ok(response) => {
+            // policy-evaluator's `WapcRuntimeError::InvalidResponseWithError`, as Debug shows it.
             serde_json::from_slice(&response).unwrap_or_else(|e| SettingsValidationResponse {
                 valid: false,
-                message: Some(format!("error: {:?}", InvalidResponse(e))),
+                message: Some(format!("error: InvalidResponseWithError({e:?})")),
             })
         }
         Err(e) => SettingsValidationResponse {
@@ -243,18 +279,6 @@ pub fn validate_settings(
                 "Error invoking settings validation callback: {e:?}"
             )),
         },
-    }
-}
-
-/// Shapes the Debug text of a bad settings answer like policy-evaluator's
-/// `WapcRuntimeError::InvalidResponseWithError`.
-struct InvalidResponse(serde_json::Error);
-
-impl std::fmt::Debug for InvalidResponse {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("InvalidResponseWithError")
-            .field(&self.0)
-            .finish()
     }
 }
 

@@ -95,19 +95,10 @@ fn appears_alone(data: &[u8], short: &[u8], long: &[u8]) -> bool {
 
 /// The first position at or after `from` where `needle` occurs.
 fn find(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    let first = *needle.first()?;
-    let mut at = from;
-    while at + needle.len() <= haystack.len() {
-        let next = haystack[at..=haystack.len() - needle.len()]
-            .iter()
-            .position(|b| *b == first)?;
-        at += next;
-        if haystack[at..].starts_with(needle) {
-            return Some(at);
-        }
-        at += 1;
-    }
-    None
+    let mut windows = haystack.get(from..)?.windows(needle.len());
+    windows
+        .position(|window| window == needle)
+        .map(|at| at + from)
 }
 
 /// kwctl's warnings, in its order and words: the capabilities detected but not declared,
@@ -119,20 +110,15 @@ pub fn mismatch_warnings(
 ) -> Vec<String> {
     let none = BTreeSet::new();
     let declared = declared.unwrap_or(&none);
-    let used_but_undeclared: BTreeSet<&String> = detected.difference(declared).collect();
-    let declared_but_unused: BTreeSet<&String> = declared.difference(detected).collect();
-    let mut warnings = Vec::new();
-    if !used_but_undeclared.is_empty() {
-        warnings.push(format!(
-            "{USED_BUT_UNDECLARED} capabilities={used_but_undeclared:?}"
-        ));
-    }
-    if !declared_but_unused.is_empty() {
-        warnings.push(format!(
-            "{DECLARED_BUT_UNUSED} capabilities={declared_but_unused:?}"
-        ));
-    }
-    warnings
+    let differences = [
+        (USED_BUT_UNDECLARED, detected.difference(declared)),
+        (DECLARED_BUT_UNUSED, declared.difference(detected)),
+    ];
+    let differences = differences.map(|(warning, set)| (warning, set.collect::<BTreeSet<_>>()));
+    let differences = differences.into_iter().filter(|(_, set)| !set.is_empty());
+    differences
+        .map(|(warning, set)| format!("{warning} capabilities={set:?}"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
 use crate::metadata::ContextAwareResource;
@@ -39,22 +39,7 @@ pub struct PolicyGroupMember {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(untagged)]
 pub enum PolicyOrPolicyGroup {
-    #[serde(rename_all = "camelCase")]
-    Policy {
-        /// `file:///abs/path.wasm` (policy-server also pulls `registry://`, `https://`).
-        module: String,
-        #[serde(default)]
-        policy_mode: PolicyMode,
-        allowed_to_mutate: Option<bool>,
-        settings: Option<Map<String, Value>>,
-        #[serde(default)]
-        context_aware_resources: BTreeSet<ContextAwareResource>,
-        /// Replaces the rejection message (the policy's goes to status.details.causes).
-        message: Option<String>,
-        timeout_eval_seconds: Option<u64>,
-        #[serde(default)]
-        host_capabilities: Vec<String>,
-    },
+    Policy(PolicyConfig),
     #[allow(dead_code)]
     #[serde(rename_all = "camelCase")]
     PolicyGroup {
@@ -67,16 +52,31 @@ pub enum PolicyOrPolicyGroup {
 }
 
 /// A policy entry of policies.yml, as policy-host serves it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PolicyConfig {
+    /// `file:///abs/path.wasm` (policy-server also pulls `registry://`, `https://`).
     pub module: String,
+    #[serde(default)]
     pub policy_mode: PolicyMode,
+    #[serde(default, deserialize_with = "null_is_default")]
     pub allowed_to_mutate: bool,
+    #[serde(default, deserialize_with = "null_is_default")]
     pub settings: Map<String, Value>,
+    #[serde(default)]
     pub context_aware_resources: BTreeSet<ContextAwareResource>,
+    /// Replaces the rejection message (the policy's goes to status.details.causes).
     pub message: Option<String>,
     pub timeout_eval_seconds: Option<u64>,
+    #[serde(default)]
     pub host_capabilities: Vec<String>,
+}
+
+/// A key given as `null` counts as absent (policy-server reads these keys as `Option`s).
+fn null_is_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    deserializer: D,
+) -> std::result::Result<T, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
 /// policy-server's `policies()`: read the file, refuse ids with a `/`. Policy groups are
@@ -90,34 +90,11 @@ pub fn read_policies(path: &Path) -> Result<BTreeMap<String, PolicyConfig>> {
             bail!("policy name '{}' contains a '/' character", name);
         }
         match entry {
-            PolicyOrPolicyGroup::Policy {
-                module,
-                policy_mode,
-                allowed_to_mutate,
-                settings,
-                context_aware_resources,
-                message,
-                timeout_eval_seconds,
-                host_capabilities,
-            } => {
-                policies.insert(
-                    name,
-                    PolicyConfig {
-                        module,
-                        policy_mode,
-                        allowed_to_mutate: allowed_to_mutate.unwrap_or(false),
-                        settings: settings.unwrap_or_default(),
-                        context_aware_resources,
-                        message,
-                        timeout_eval_seconds,
-                        host_capabilities,
-                    },
-                );
-            }
+            PolicyOrPolicyGroup::Policy(policy) => policies.insert(name, policy),
             PolicyOrPolicyGroup::PolicyGroup { .. } => bail!(
                 "policy '{name}' is a policy group: policy-host serve runs single policies only (use policy-server for groups)"
             ),
-        }
+        };
     }
     Ok(policies)
 }

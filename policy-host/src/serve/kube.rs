@@ -39,14 +39,6 @@ pub struct KubeCluster {
     resources: Arc<Mutex<HashMap<(String, String), KubeResource>>>,
 }
 
-impl std::fmt::Debug for KubeCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KubeCluster")
-            .field("client", &self.client.is_some())
-            .finish()
-    }
-}
-
 impl KubeCluster {
     pub fn new(client: Option<kube::Client>, runtime: tokio::runtime::Handle) -> KubeCluster {
         KubeCluster {
@@ -92,16 +84,8 @@ impl KubeCluster {
                         "resource {api_version}/{kind} is cluster wide. Cannot search for it inside of a namespace"
                     ));
                 }
-                let list = list(
-                    client,
-                    resource,
-                    Some(namespace),
-                    label_selector.as_deref(),
-                    field_selector.as_deref(),
-                    field_masks.as_ref(),
-                )
-                .await?;
-                payload(&list)
+                let selectors = [label_selector, field_selector];
+                payload(&list(client, resource, Some(namespace), selectors, field_masks).await?)
             }
             CallbackRequestType::KubernetesListResourceAll {
                 api_version,
@@ -111,16 +95,8 @@ impl KubeCluster {
                 field_masks,
             } => {
                 let resource = self.kube_resource(&client, api_version, kind).await?;
-                let list = list(
-                    client,
-                    resource,
-                    None,
-                    label_selector.as_deref(),
-                    field_selector.as_deref(),
-                    field_masks.as_ref(),
-                )
-                .await?;
-                payload(&list)
+                let selectors = [label_selector, field_selector];
+                payload(&list(client, resource, None, selectors, field_masks).await?)
             }
             CallbackRequestType::KubernetesGetResource {
                 api_version,
@@ -131,21 +107,13 @@ impl KubeCluster {
                 field_masks,
             } => {
                 let resource = self.kube_resource(&client, api_version, kind).await?;
-                let api = match resource.namespaced {
-                    true => Api::<DynamicObject>::namespaced_with(
-                        client,
-                        namespace.as_deref().ok_or_else(|| {
-                            anyhow!(
-                                "Resource {}/{} is namespaced, but no namespace was provided",
-                                api_version,
-                                kind
-                            )
-                        })?,
-                        &resource.resource,
-                    ),
-                    false => Api::<DynamicObject>::all_with(client, &resource.resource),
-                };
-                let mut object = api
+                if resource.namespaced && namespace.is_none() {
+                    return Err(anyhow!(
+                        "Resource {api_version}/{kind} is namespaced, but no namespace was provided"
+                    ));
+                }
+                let namespace = namespace.as_ref().filter(|_| resource.namespaced);
+                let mut object = api(client, &resource, namespace)
                     .get_opt(name)
                     .await
                     .map_err(anyhow::Error::new)?
@@ -220,17 +188,11 @@ fn payload<T: serde::Serialize>(value: &T) -> Result<Vec<u8>> {
 async fn list(
     client: kube::Client,
     resource: KubeResource,
-    namespace: Option<&str>,
-    label_selector: Option<&str>,
-    field_selector: Option<&str>,
-    field_masks: Option<&BTreeSet<String>>,
+    namespace: Option<&String>,
+    [label_selector, field_selector]: [&Option<String>; 2],
+    field_masks: &Option<BTreeSet<String>>,
 ) -> Result<ObjectList<DynamicObject>> {
-    let api = match namespace {
-        Some(namespace) => {
-            Api::<DynamicObject>::namespaced_with(client, namespace, &resource.resource)
-        }
-        None => Api::<DynamicObject>::all_with(client, &resource.resource),
-    };
+    let api = api(client, &resource, namespace);
     let mut params = ListParams::default();
     if let Some(selector) = label_selector {
         params = params.labels(selector);
@@ -238,7 +200,7 @@ async fn list(
     if let Some(selector) = field_selector {
         params = params.fields(selector);
     }
-    let mask = field_masks.map(FieldMask::new);
+    let mask = field_masks.as_ref().map(FieldMask::new);
     let mut items = Vec::new();
     let mut continue_token: Option<String> = None;
     // Pages of 500, as kube's watcher lists them.
@@ -265,6 +227,18 @@ async fn list(
         metadata: Default::default(),
         items,
     })
+}
+
+/// The resource's API, in `namespace` or cluster-wide.
+fn api(
+    client: kube::Client,
+    resource: &KubeResource,
+    namespace: Option<&String>,
+) -> Api<DynamicObject> {
+    match namespace {
+        Some(namespace) => Api::namespaced_with(client, namespace, &resource.resource),
+        None => Api::all_with(client, &resource.resource),
+    }
 }
 
 /// The reflector's `modify_object`.

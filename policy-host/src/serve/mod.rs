@@ -24,7 +24,7 @@ mod http;
 pub mod kube;
 mod tls;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,7 +38,10 @@ use serde_json::{Map, Value};
 use crate::callbacks::{Cluster, HostContext};
 use crate::engine::{self, EngineOptions, Policy};
 use crate::host_capabilities::HostCapabilities;
-use crate::metadata::{ExecutionMode, Metadata, ProtocolVersion, KUBEWARDEN_VERSION};
+use crate::metadata::{
+    resource_keys, unmet_kubewarden_version, ExecutionMode, Metadata, ProtocolVersion,
+    KUBEWARDEN_VERSION,
+};
 use crate::run::validate_settings;
 
 pub use config::PolicyMode;
@@ -47,9 +50,14 @@ pub use config::PolicyMode;
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Log level.
-    #[arg(long, value_name = "LOG_LEVEL", env = "KUBEWARDEN_LOG_LEVEL", default_value = "info",
-          value_parser = ["trace", "debug", "info", "warn", "error"])]
-    pub log_level: String,
+    #[arg(
+        long,
+        value_name = "LOG_LEVEL",
+        env = "KUBEWARDEN_LOG_LEVEL",
+        default_value = "info",
+        value_enum
+    )]
+    pub log_level: LogLevel,
     /// Log output format (accepted; policy-host writes text).
     #[arg(long, value_name = "LOG_FMT", env = "KUBEWARDEN_LOG_FMT", default_value = "text",
           value_parser = ["text", "json", "otlp"])]
@@ -66,38 +74,23 @@ pub struct ServeArgs {
     )]
     pub address: String,
     /// Listen on PORT.
-    #[arg(
-        long,
-        value_name = "PORT",
-        env = "KUBEWARDEN_PORT",
-        default_value = "3000"
-    )]
+    #[arg(long, env = "KUBEWARDEN_PORT", default_value = "3000")]
     pub port: String,
     /// Expose readiness endpoint on READINESS_PROBE_PORT (plain HTTP, as policy-server).
-    #[arg(
-        long,
-        value_name = "READINESS_PROBE_PORT",
-        env = "KUBEWARDEN_READINESS_PROBE_PORT",
-        default_value = "8081"
-    )]
+    #[arg(long, env = "KUBEWARDEN_READINESS_PROBE_PORT", default_value = "8081")]
     pub readiness_probe_port: String,
     /// Number of evaluations run at once [default: the number of CPUs].
     #[arg(long, value_name = "WORKERS_NUMBER", env = "KUBEWARDEN_WORKERS")]
     pub workers: Option<String>,
     /// Path to an X.509 certificate file for HTTPS.
-    #[arg(long, value_name = "CERT_FILE", env = "KUBEWARDEN_CERT_FILE")]
+    #[arg(long, env = "KUBEWARDEN_CERT_FILE")]
     pub cert_file: Option<PathBuf>,
     /// Path to an X.509 private key file for HTTPS.
-    #[arg(long, value_name = "KEY_FILE", env = "KUBEWARDEN_KEY_FILE")]
+    #[arg(long, env = "KUBEWARDEN_KEY_FILE")]
     pub key_file: Option<PathBuf>,
     /// Path to a CA certificate file that issued the client certificate. Required to enable
     /// mTLS.
-    #[arg(
-        long,
-        value_name = "CLIENT_CA_FILE",
-        env = "KUBEWARDEN_CLIENT_CA_FILE",
-        value_delimiter = ','
-    )]
+    #[arg(long, env = "KUBEWARDEN_CLIENT_CA_FILE", value_delimiter = ',')]
     pub client_ca_file: Vec<PathBuf>,
     /// YAML file holding the policies to be loaded and their settings.
     #[arg(
@@ -108,17 +101,11 @@ pub struct ServeArgs {
     )]
     pub policies: PathBuf,
     /// Download path for the policies (accepted; policy-host loads file:// modules only).
-    #[arg(
-        long,
-        value_name = "POLICIES_DOWNLOAD_DIR",
-        env = "KUBEWARDEN_POLICIES_DOWNLOAD_DIR",
-        default_value = "."
-    )]
+    #[arg(long, env = "KUBEWARDEN_POLICIES_DOWNLOAD_DIR", default_value = ".")]
     pub policies_download_dir: PathBuf,
     /// Directory used to cache sigstore data (accepted and ignored).
     #[arg(
         long,
-        value_name = "SIGSTORE_CACHE_DIR",
         env = "KUBEWARDEN_SIGSTORE_CACHE_DIR",
         default_value = "sigstore-data"
     )]
@@ -131,7 +118,7 @@ pub struct ServeArgs {
     )]
     pub sigstore_trust_config: Option<PathBuf>,
     /// YAML file holding source information (accepted and ignored: no registry pulls).
-    #[arg(long, value_name = "SOURCES_PATH", env = "KUBEWARDEN_SOURCES_PATH")]
+    #[arg(long, env = "KUBEWARDEN_SOURCES_PATH")]
     pub sources_path: Option<PathBuf>,
     /// YAML file holding verification information (refused: policy-host verifies no
     /// signatures).
@@ -197,25 +184,13 @@ pub struct ServeArgs {
     pub continue_on_errors: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum LogLevel {
     Trace,
     Debug,
     Info,
     Warn,
     Error,
-}
-
-impl LogLevel {
-    fn parse(level: &str) -> LogLevel {
-        match level {
-            "trace" => LogLevel::Trace,
-            "debug" => LogLevel::Debug,
-            "warn" => LogLevel::Warn,
-            "error" => LogLevel::Error,
-            _ => LogLevel::Info,
-        }
-    }
 }
 
 /// A policy of policies.yml, loaded: its module compiled and its settings accepted.
@@ -271,7 +246,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     if args.daemon {
         bail!("policy-host serve does not daemonize: drop --daemon and run it in the background");
     }
-    let log_level = LogLevel::parse(&args.log_level);
+    let log_level = args.log_level;
     for (ignored, given) in [
         ("--enable-metrics", args.enable_metrics),
         ("--enable-pprof", args.enable_pprof),
@@ -301,18 +276,17 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         Ok(client) => Some(client),
         Err(e) => {
             eprintln!("Cannot connect to Kubernetes cluster: {e}");
-            None
-        }
-    };
-    if client.is_none() {
-        if args.ignore_kubernetes_connection_failure {
+            if !args.ignore_kubernetes_connection_failure {
+                bail!(
+                    "Cannot connect to Kubernetes, context aware policies would not work properly"
+                );
+            }
             eprintln!(
                 "Cannot connect to Kubernetes, context aware policies will not work properly"
             );
-        } else {
-            bail!("Cannot connect to Kubernetes, context aware policies would not work properly");
+            None
         }
-    }
+    };
     let cluster = kube::KubeCluster::new(client, runtime.handle().clone());
 
     // Outside the runtime: a host call during settings validation blocks on it.
@@ -333,14 +307,10 @@ fn bind_address(address: &str, port: &str) -> Result<SocketAddr> {
         .map_err(|e| anyhow!("error parsing arguments: {}", e))
 }
 
-/// A compiled module and what its metadata says, before settings are validated.
-struct Precompiled {
-    bytes: Vec<u8>,
-}
-
 /// policy-server's `PrecompiledPolicy::new`, for a file:// module run by policy-host: the
-/// metadata's execution mode, minimum Kubewarden version and protocol version checked.
-fn precompile(module: &str) -> Result<Precompiled> {
+/// metadata's execution mode, minimum Kubewarden version and protocol version checked; the
+/// module's bytes.
+fn precompile(module: &str) -> Result<Vec<u8>> {
     let path = config::module_path(module)?;
     let bytes = std::fs::read(&path)
         .with_context(|| format!("cannot read policy module {}", path.display()))?;
@@ -349,18 +319,10 @@ fn precompile(module: &str) -> Result<Precompiled> {
         .as_ref()
         .map(|m| m.execution_mode)
         .unwrap_or_default();
-    if let Some(minimum) = metadata
-        .as_ref()
-        .and_then(|m| m.minimum_kubewarden_version.as_ref())
-    {
-        let minimum = semver::Version::new(minimum.major, minimum.minor, 0);
-        if KUBEWARDEN_VERSION < minimum {
-            bail!(
-                "Policy required Kubewarden version {} but is running on {}",
-                minimum,
-                KUBEWARDEN_VERSION
-            );
-        }
+    if let Some(minimum) = unmet_kubewarden_version(metadata.as_ref()) {
+        bail!(
+            "Policy required Kubewarden version {minimum} but is running on {KUBEWARDEN_VERSION}"
+        );
     }
     if mode == ExecutionMode::KubewardenWapc {
         match metadata.as_ref().and_then(|m| m.protocol_version) {
@@ -378,7 +340,7 @@ fn precompile(module: &str) -> Result<Precompiled> {
             "policy-host serve runs kubewarden-wapc policies only; {module} has executionMode {mode:?}"
         );
     }
-    Ok(Precompiled { bytes })
+    Ok(bytes)
 }
 
 /// policy-server's bootstrap: every module first (the first failure ends the start), then
@@ -390,7 +352,7 @@ fn load_policies(
     cluster: &kube::KubeCluster,
     continue_on_errors: bool,
 ) -> Result<BTreeMap<String, std::result::Result<ServedPolicy, String>>> {
-    let mut precompiled: BTreeMap<&str, std::result::Result<Arc<Precompiled>, String>> =
+    let mut precompiled: BTreeMap<&str, std::result::Result<Arc<Vec<u8>>, String>> =
         BTreeMap::new();
     for policy in policies.values() {
         if !precompiled.contains_key(policy.module.as_str()) {
@@ -418,15 +380,11 @@ fn load_policies(
                 continue;
             }
         };
-        match load_policy(id, policy, &module, capabilities, global_timeout, cluster) {
-            Ok(served) => {
-                loaded.insert(id.clone(), Ok(served));
-            }
-            Err(e) if continue_on_errors => {
-                loaded.insert(id.clone(), Err(e.to_string()));
-            }
-            Err(e) => return Err(e),
-        }
+        let served = match load_policy(id, policy, &module, capabilities, global_timeout, cluster) {
+            Err(e) if !continue_on_errors => return Err(e),
+            served => served.map_err(|e| e.to_string()),
+        };
+        loaded.insert(id.clone(), served);
     }
     Ok(loaded)
 }
@@ -434,18 +392,13 @@ fn load_policies(
 fn load_policy(
     id: &str,
     policy: &config::PolicyConfig,
-    module: &Precompiled,
+    module: &[u8],
     capabilities: HostCapabilities,
     global_timeout: Option<u64>,
     cluster: &kube::KubeCluster,
 ) -> Result<ServedPolicy> {
-    let allowed_resources: BTreeSet<(String, String)> = policy
-        .context_aware_resources
-        .iter()
-        .map(|r| (r.api_version.clone(), r.kind.clone()))
-        .collect();
     let context = HostContext::with_host_capabilities(
-        allowed_resources,
+        resource_keys(&policy.context_aware_resources),
         capabilities,
         Cluster::Kube(cluster.clone()),
     );
@@ -454,7 +407,7 @@ fn load_policy(
         timeout: timeout.map(Duration::from_secs),
         cache: true,
     };
-    let compiled = Policy::from_bytes(&module.bytes, &options, context.into_callback())
+    let compiled = Policy::from_bytes(module, &options, context.into_callback())
         .map_err(|e| anyhow!("bootstrap failure: {id}: {e:#}"))?;
     let instance = compiled
         .instantiate()
@@ -485,33 +438,7 @@ fn load_policy(
 
 /// The time now, RFC 3339 in UTC with milliseconds, for log lines.
 pub fn now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs();
-    let (year, month, day) = civil_from_days((secs / 86_400) as i64);
-    let rem = secs % 86_400;
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_millis()
-    )
-}
-
-/// Howard Hinnant's days-to-civil: the proleptic Gregorian date of a day since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
+    format!("{:.3}", jiff::Timestamp::now())
 }
 
 #[cfg(test)]
@@ -519,10 +446,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_are_civil() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(20_597), (2026, 5, 24));
+    fn log_times_are_utc_in_milliseconds() {
+        let epoch = jiff::Timestamp::from_second(951_782_400).unwrap();
+        assert_eq!(format!("{epoch:.3}"), "2000-02-29T00:00:00.000Z");
         assert_eq!(now().len(), "2026-05-24T12:00:00.000Z".len());
     }
 

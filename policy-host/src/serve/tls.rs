@@ -43,13 +43,7 @@ pub fn server_config(files: &TlsFiles) -> Result<ServerConfig> {
     } else {
         let mut store = RootCertStore::empty();
         for path in &files.client_ca_files {
-            let contents = std::fs::read(path)?;
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&contents)
-                .filter_map(|cert| {
-                    cert.map_err(|e| log!("WARN", "Cannot parse client CA certificate: {e}"))
-                        .ok()
-                })
-                .collect();
+            let certs = certificates(&std::fs::read(path)?);
             let (added, ignored) = store.add_parsable_certificates(certs);
             log!(
                 "INFO",
@@ -70,15 +64,8 @@ fn load_server_cert_and_key(
     cert_file: &Path,
     key_file: &Path,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
-    let cert_contents = std::fs::read(cert_file)?;
+    let certs = certificates(&std::fs::read(cert_file)?);
     let key_contents = std::fs::read(key_file)?;
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_contents)
-        .filter_map(|cert| {
-            // sic: policy-server's text for the server certificate too.
-            cert.map_err(|e| log!("WARN", "Cannot parse client CA certificate: {e}"))
-                .ok()
-        })
-        .collect();
     if certs.len() != 1 {
         return Err(anyhow!(
             "Expected exactly one certificate in certificate file, found {}",
@@ -98,6 +85,16 @@ fn load_server_cert_and_key(
         ));
     }
     Ok((certs, keys.remove(0)))
+}
+
+/// The certificates of a PEM file; one that does not parse is logged and skipped.
+fn certificates(contents: &[u8]) -> Vec<CertificateDer<'static>> {
+    let certs = CertificateDer::pem_slice_iter(contents).filter_map(|cert| {
+        // sic: policy-server's text, for the server's own certificate too.
+        let cert = cert.map_err(|e| log!("WARN", "Cannot parse client CA certificate: {e}"));
+        cert.ok()
+    });
+    certs.collect()
 }
 
 /// A TCP listener whose connections come out TLS-established: each handshake runs in a task
