@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -79,6 +80,16 @@ func (e auditEvent) isWrite() bool {
 }
 
 // readAudit reads the completed requests of the audit log, oldest first.
+// auditFiles is the audit log and, before it, the files kube-apiserver rotated it into, oldest
+// first: its log writer (lumberjack) rotates at 100 MB, a soak's every half hour.
+func auditFiles(t *testing.T, path string) []string {
+	t.Helper()
+	rotated, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
+	must(t, err)
+	sort.Strings(rotated) // audit-<UTC time>.log
+	return append(rotated, path)
+}
+
 func readAudit(t *testing.T, path string) []auditEvent {
 	t.Helper()
 	f, err := os.Open(path)

@@ -643,9 +643,11 @@ func (m *managementCluster) checkNoWarningsTo(t *testing.T, log string) {
 func (m *managementCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
 	t.Helper()
 	var out []auditEvent
-	for _, e := range readAudit(t, m.cp.auditLog) {
-		if !e.RequestReceivedTimestamp.Before(since) {
-			out = append(out, e)
+	for _, file := range auditFiles(t, m.cp.auditLog) {
+		for _, e := range readAudit(t, file) {
+			if !e.RequestReceivedTimestamp.Before(since) {
+				out = append(out, e)
+			}
 		}
 	}
 	return out

@@ -70,7 +70,6 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 		Set("audit-policy-file", auditPolicy).
 		Set("audit-log-path", cp.auditLog).
 		Set("audit-log-format", "json").
-		Set("audit-log-maxsize", "0").
 		Set("service-account-max-token-expiration", "24h")
 	cfg, err := cp.env.Start()
 	if err != nil {
