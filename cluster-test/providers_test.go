@@ -237,20 +237,32 @@ func TestProviderWebhooks(t *testing.T) {
 	}
 }
 
-func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
-	pool := bp.name
-	// Set-up runs in the subtest itself: what it starts lives until the subtest ends.
-	var controlPlane schema.GroupVersionKind
-	var cpStatus map[string]any
-	m := startV1beta1Cluster(t, a, bin, func(m *managementCluster) string {
-		ref, gvk, status := bp.controlPlane(t, m)
-		controlPlane, cpStatus = gvk, status
+// startCluster is startV1beta1Cluster with the provider's control plane, and what that
+// control plane's status must be for a worker join.
+func (bp bootstrapProvider) startCluster(t *testing.T, a *artifacts, bin string) (m *managementCluster, controlPlane schema.GroupVersionKind, status map[string]any) {
+	t.Helper()
+	m = startV1beta1Cluster(t, a, bin, func(m *managementCluster) string {
+		ref, gvk, s := bp.controlPlane(t, m)
+		controlPlane, status = gvk, s
 		return ref
 	})
+	return m, controlPlane, status
+}
+
+// install installs the provider from its module on m; its manager's identity.
+func (bp bootstrapProvider) install(t *testing.T, a *artifacts, m *managementCluster) string {
+	t.Helper()
 	p := bp.provider
 	p.module, p.version = pinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
 	installed := installProvider(t, a, m.cp, m.ca, capiBinaries(t, bp.folder), p)
-	identity := "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")
+	return "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")
+}
+
+func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
+	pool := bp.name
+	// Set-up runs in the subtest itself: what it starts lives until the subtest ends.
+	m, controlPlane, cpStatus := bp.startCluster(t, a, bin)
+	identity := bp.install(t, a, m)
 	if users := stringList(m.policy.Spec.Settings["controllerUsers"]); !slices.Contains(users, identity) {
 		t.Errorf("POLICY: %s's manager runs as %s (its config/default), which policy.yaml's controllerUsers %v does not list", bp.name, identity, users)
 	}

@@ -91,13 +91,7 @@ func TestSoakProviders(t *testing.T) {
 	// One Cluster for every pool: RKE2's worker join reads its RKE2ControlPlane; k3s' and
 	// CABPK's read the Cluster's status and the join token and CA Secrets only.
 	rke2 := providers[slices.IndexFunc(providers, func(bp bootstrapProvider) bool { return strings.HasPrefix(bp.name, "rke2") })]
-	var controlPlane schema.GroupVersionKind
-	var cpStatus map[string]any
-	m := startV1beta1Cluster(t, a, bin, func(m *managementCluster) string {
-		ref, gvk, status := rke2.controlPlane(t, m)
-		controlPlane, cpStatus = gvk, status
-		return ref
-	})
+	m, controlPlane, cpStatus := rke2.startCluster(t, a, bin)
 	f := &soakFleet{m: m, kubeadm: kubeadmConfigV1beta1GVK, controllers: []string{m.capiManager, m.cabpk}}
 
 	var all []string
@@ -108,11 +102,7 @@ func TestSoakProviders(t *testing.T) {
 		m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", f.configs...))
 	all = append(all, f.configs...)
 	for _, bp := range providers {
-		p := bp.provider
-		p.module, p.version = pinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
-		installed := installProvider(t, a, m.cp, m.ca, capiBinaries(t, bp.folder), p)
-		sp := soakProvider{name: bp.name, gvk: bp.config, resource: bp.resource,
-			identity: "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")}
+		sp := soakProvider{name: bp.name, gvk: bp.config, resource: bp.resource, identity: bp.install(t, a, m)}
 		for i := range providerPools {
 			sp.configs = append(sp.configs, fmt.Sprintf("soak-%s-%d", strings.ToLower(bp.config.Kind), i))
 		}
@@ -210,7 +200,8 @@ func (f soakFleet) soak(t *testing.T, a *artifacts) {
 		t.Logf("soak: %s of %s", time.Since(start).Round(time.Second), duration)
 	}
 	end := time.Now()
-	samples := rss.stop()
+	rss.stop()
+	samples := rss.samples
 	gitops.stop()
 	for _, problem := range gitops.problems {
 		t.Errorf("GitOps re-apply: %s", problem)
@@ -324,8 +315,7 @@ func envInt(t *testing.T, name string, def int) int {
 // interval: each apply must be admitted without a warning of the policy, the defaulters
 // rewriting the specs on every one.
 type gitOps struct {
-	done      chan struct{}
-	wg        sync.WaitGroup
+	*periodic
 	manifests int
 	applies   int
 	objects   int
@@ -333,7 +323,7 @@ type gitOps struct {
 }
 
 func (f soakFleet) startGitOps(interval time.Duration) *gitOps {
-	g := &gitOps{done: make(chan struct{}), manifests: len(f.manifests)}
+	g := &gitOps{manifests: len(f.manifests)}
 	objects := map[string]int{} // the objects of each file: a request each, every apply
 	for _, file := range f.manifests {
 		if data, err := os.ReadFile(f.m.a.path(file)); err == nil {
@@ -341,38 +331,56 @@ func (f soakFleet) startGitOps(interval time.Duration) *gitOps {
 		}
 	}
 	k := f.m.person
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-g.done:
-				return
-			case <-ticker.C:
-			}
-			for _, file := range f.manifests {
-				args := append([]string{"--kubeconfig", k.kubeconfig}, append(gitOpsApply, file)...)
-				cmd := exec.Command(k.bin, args...)
-				cmd.Dir = k.dir
-				var stderr bytes.Buffer
-				cmd.Stderr = &stderr
-				err := cmd.Run()
-				g.applies++
-				g.objects += objects[file]
-				if warnings := policyWarnings(stderr.String()); err != nil || len(warnings) > 0 {
-					g.problems = append(g.problems, fmt.Sprintf("kubectl %s: %v %q", strings.Join(args[2:], " "), err, stderr.String()))
-				}
+	g.periodic = every(interval, false, func() {
+		for _, file := range f.manifests {
+			args := append([]string{"--kubeconfig", k.kubeconfig}, append(gitOpsApply, file)...)
+			cmd := exec.Command(k.bin, args...)
+			cmd.Dir = k.dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			g.applies++
+			g.objects += objects[file]
+			if warnings := policyWarnings(stderr.String()); err != nil || len(warnings) > 0 {
+				g.problems = append(g.problems, fmt.Sprintf("kubectl %s: %v %q", strings.Join(args[2:], " "), err, stderr.String()))
 			}
 		}
-	}()
+	})
 	return g
 }
 
-func (g *gitOps) stop() {
-	close(g.done)
-	g.wg.Wait()
+// periodic runs a function every interval (and at once, when asked) until stop.
+type periodic struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func every(interval time.Duration, now bool, fn func()) *periodic {
+	p := &periodic{done: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		if now {
+			fn()
+		}
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-ticker.C:
+				fn()
+			}
+		}
+	}()
+	return p
+}
+
+// stop returns once the function no longer runs.
+func (p *periodic) stop() {
+	close(p.done)
+	p.wg.Wait()
 }
 
 // --- the webhook's side, from kube-apiserver's /metrics ---
@@ -468,38 +476,20 @@ type rssSample struct {
 }
 
 type rssSampler struct {
-	done    chan struct{}
-	wg      sync.WaitGroup
+	*periodic
 	samples []rssSample
 }
 
 // sampleRSS reads VmRSS of the process every interval until stop.
 func sampleRSS(p *process, interval time.Duration) *rssSampler {
-	s := &rssSampler{done: make(chan struct{})}
+	s := &rssSampler{}
 	start := time.Now()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		ticker := time.NewTicker(interval)
-		defer ticker.Stop()
-		for {
-			if kib, ok := vmRSS(p.cmd.Process.Pid); ok {
-				s.samples = append(s.samples, rssSample{at: time.Since(start), kib: kib})
-			}
-			select {
-			case <-s.done:
-				return
-			case <-ticker.C:
-			}
+	s.periodic = every(interval, true, func() {
+		if kib, ok := vmRSS(p.cmd.Process.Pid); ok {
+			s.samples = append(s.samples, rssSample{at: time.Since(start), kib: kib})
 		}
-	}()
+	})
 	return s
-}
-
-func (s *rssSampler) stop() []rssSample {
-	close(s.done)
-	s.wg.Wait()
-	return s.samples
 }
 
 func vmRSS(pid int) (int, bool) {
