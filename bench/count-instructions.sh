@@ -11,7 +11,7 @@
 #
 # Needs valgrind and target/release/bench (`make bench` builds it).
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 BENCH=${BENCH:-target/release/bench}
 REQUESTS=${REQUESTS:-rotation token edit large}
 TOGGLE=()
