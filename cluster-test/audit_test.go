@@ -79,7 +79,6 @@ func (e auditEvent) isWrite() bool {
 	return false
 }
 
-// readAudit reads the completed requests of the audit log, oldest first.
 // auditFiles is the audit log and, before it, the files kube-apiserver rotated it into, oldest
 // first: its log writer (lumberjack) rotates at 100 MB, a soak's every half hour.
 func auditFiles(t *testing.T, path string) []string {
@@ -90,6 +89,7 @@ func auditFiles(t *testing.T, path string) []string {
 	return append(rotated, path)
 }
 
+// readAudit reads the completed requests of one audit log file, oldest first.
 func readAudit(t *testing.T, path string) []auditEvent {
 	t.Helper()
 	f, err := os.Open(path)

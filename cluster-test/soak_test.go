@@ -61,10 +61,10 @@ func TestSoak(t *testing.T) {
 	for _, name := range names {
 		m.provisionInfrastructure(t, name)
 	}
-	for i, name := range f.configs {
+	for _, name := range f.configs {
 		m.waitFor(t, kubeadmConfigGVK, name, 5*time.Minute, "filled by CABPK", func(u *unstructured.Unstructured) bool {
 			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-			return secret == names[i]+"-a"
+			return secret == name // CABPK names the Secret as the config
 		})
 	}
 	t.Logf("%d pools up", pools)
@@ -94,23 +94,24 @@ func TestSoakProviders(t *testing.T) {
 	m, controlPlane, cpStatus := rke2.startCluster(t, a, bin)
 	f := &soakFleet{m: m, kubeadm: kubeadmConfigV1beta1GVK, controllers: []string{m.capiManager, m.cabpk}}
 
-	var all []string
 	for i := range pools {
 		f.configs = append(f.configs, fmt.Sprintf("soak-%02d", i))
 	}
-	f.apply(t, f.writeConfigs(t, "soak-kubeadmconfigs.yaml", filepath.Join("testdata", "v1beta1", "kubeadmconfig.yaml"), f.configs),
+	f.apply(t, m.writeConfigs(t, "soak-kubeadmconfigs.yaml", filepath.Join("testdata", "v1beta1", "kubeadmconfig.yaml"), f.configs),
 		m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", f.configs...))
-	all = append(all, f.configs...)
 	for _, bp := range providers {
 		sp := soakProvider{name: bp.name, gvk: bp.config, resource: bp.resource, identity: bp.install(t, a, m)}
 		for i := range providerPools {
 			sp.configs = append(sp.configs, fmt.Sprintf("soak-%s-%d", strings.ToLower(bp.config.Kind), i))
 		}
-		f.apply(t, f.writeConfigs(t, "soak-"+bp.resource+".yaml", filepath.Join("testdata", "providers", bp.manifest), sp.configs),
+		f.apply(t, m.writeConfigs(t, "soak-"+bp.resource+".yaml", filepath.Join("testdata", "providers", bp.manifest), sp.configs),
 			m.pools(t, bp.config.GroupVersion().String(), bp.config.Kind, sp.configs...))
 		f.controllers = append(f.controllers, sp.identity)
 		f.providers = append(f.providers, sp)
-		all = append(all, sp.configs...)
+	}
+	var all []string // the pools, each named as its config
+	for _, gvkNames := range f.everyConfig() {
+		all = append(all, gvkNames.names...)
 	}
 	m.markV1beta1Ready(t, controlPlane, cpStatus, all...)
 	for _, gvkNames := range f.everyConfig() {
@@ -157,14 +158,16 @@ func (f soakFleet) everyConfig() []gvkNames {
 	return out
 }
 
-// writeConfigs writes file: manifest's config once for each of names (its NAME).
-func (f soakFleet) writeConfigs(t *testing.T, file, manifest string, names []string) string {
+// writeConfigs writes file in the artifacts folder: manifest's config once for each of names
+// (its NAME).
+func (m *managementCluster) writeConfigs(t *testing.T, file, manifest string, names []string) string {
 	t.Helper()
+	text := string(readFile(t, manifest))
 	var docs []string
 	for _, name := range names {
-		docs = append(docs, strings.ReplaceAll(string(readFile(t, manifest)), "NAME", name))
+		docs = append(docs, strings.ReplaceAll(text, "NAME", name))
 	}
-	must(t, os.WriteFile(f.m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	return file
 }
 

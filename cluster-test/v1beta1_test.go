@@ -222,11 +222,7 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 	// Two configs with the zero values CAPI v1.10's defaulter prunes, stored before it
 	// could: era-person gets a person's write first, era-cabpk CABPK's.
 	configs := []string{"era-person", "era-cabpk"}
-	var docs []string
-	for _, name := range configs {
-		docs = append(docs, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", name))
-	}
-	must(t, os.WriteFile(a.path("era.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	m.writeConfigs(t, "era.yaml", filepath.Join("testdata", "v1beta1", manifest), configs)
 	pools := m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
 	var template bootstrapTemplate
 	if withTemplate {
