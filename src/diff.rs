@@ -8,7 +8,10 @@
 //!   one is not a change: the providers' defaulters prune zero-valued `omitempty` fields on
 //!   every write (CAPI v1.10's KubeadmConfig defaulter, RKE2 since v0.21), whoever sends the
 //!   request, and the Go value a provider renders from is the same either way. Any other
-//!   change of such a field (added, or changed to another value) still counts.
+//!   change of such a field (added, or changed to another value) still counts, except where the
+//!   request's version holds the field as a non-pointer `omitempty` scalar
+//!   ([`FieldRules::zero_is_absent`], from [`crate::capi::conversion`]): there a zero added is
+//!   no change either, since that version cannot tell it from absence.
 //!
 //! The walk visits keys in sorted order, so the reported paths are deterministic.
 
@@ -22,6 +25,18 @@ use crate::reader::json::{Node, Str, Unescaped};
 pub struct FieldRules {
     pub ignored: Vec<PathPattern>,
     pub fill_once: Vec<PathPattern>,
+    /// Patterns (the settings' syntax) of the fields whose zero value the request's version
+    /// cannot tell from absence. Parsed only when a zero is added, which is rare: most requests
+    /// pay nothing for a list that can be a hundred paths long.
+    pub zero_is_absent: &'static [&'static str],
+}
+
+impl FieldRules {
+    fn zero_is_absent_at(&self, path: &FieldPath) -> bool {
+        self.zero_is_absent
+            .iter()
+            .any(|p| PathPattern::parse(p).is_ok_and(|p| p.matches(path)))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,6 +271,7 @@ fn walk(
             }
         }
         (Some(old), None) if is_zero_scalar(old) => {}
+        (None, Some(new)) if is_zero_scalar(new) && rules.zero_is_absent_at(path) => {}
         (old, new) => {
             let kind = match (is_absent(old), is_absent(new)) {
                 (true, true) => return,
@@ -269,6 +285,60 @@ fn walk(
             });
         }
     }
+}
+
+/// The values a pattern matches in `value` found at `root` (the pattern's first key), with their
+/// paths, in document order.
+pub(crate) fn values_matching<'v, 'a>(
+    pattern: &PathPattern,
+    root: &str,
+    value: Option<&'v Node<'a>>,
+) -> Vec<(FieldPath, &'v Node<'a>)> {
+    fn descend<'v, 'a>(
+        pattern: &PathPattern,
+        node: &'v Node<'a>,
+        path: &mut FieldPath,
+        out: &mut Vec<(FieldPath, &'v Node<'a>)>,
+    ) {
+        let depth = path.segments().len();
+        if depth == pattern.len() {
+            out.push((path.clone(), node));
+            return;
+        }
+        match node {
+            Node::Object(entries) => {
+                for (key, child) in entries {
+                    let key = key.to_str();
+                    if pattern.matches_at(depth, Step::Key(&key)) {
+                        path.push(Segment::Key(key.into_owned()));
+                        descend(pattern, child, path, out);
+                        path.pop();
+                    }
+                }
+            }
+            Node::Array(items) => {
+                for (index, child) in items.iter().enumerate() {
+                    if pattern.matches_at(depth, Step::Index(index)) {
+                        path.push(Segment::Index(index));
+                        descend(pattern, child, path, out);
+                        path.pop();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(value) = value.filter(|_| pattern.matches_at(0, Step::Key(root))) {
+        descend(pattern, value, &mut FieldPath::root(root), &mut out);
+    }
+    out
+}
+
+/// Unset in the sense of a field whose zero is its absence: absent, null, empty, or a scalar's
+/// zero value.
+pub(crate) fn is_unset(value: Option<&Node>) -> bool {
+    is_absent(value) || value.is_some_and(is_zero_scalar)
 }
 
 /// Both objects' keys in sorted order (a node's entries are sorted), each with its two values.

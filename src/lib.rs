@@ -5,7 +5,7 @@
 //!
 //! Top-down: [`engine`] routes a request to its kind's file in `webhooks/` (MachinePool,
 //! bootstrap config, bootstrap template), which asks the rule families in `rules/` (one file
-//! per rule of the README's table); below them the shared pieces: `reader/` (the payload's
+//! per rule of docs/rules.md); below them the shared pieces: `reader/` (the payload's
 //! JSON read into borrowed views), `capi/` (CAPI's kinds, refs, owners, provider writes, paths),
 //! [`diff`], [`fingerprint`], [`settings`], [`verdict`], [`lookups`]. Public: what the tools
 //! and tests of this repository use.

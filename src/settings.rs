@@ -33,6 +33,10 @@ pub struct Settings {
     /// Spelled `reject`, `warn`, `allow`: in-place edits of bootstrap templates.
     pub template_edits: Action,
     pub contract_violations: Action,
+    /// Spelled `warn`, `reject`, `allow`: a person's DELETE of a config (or template) whose
+    /// stored object its MachinePool (Cluster, MachineDeployment, MachineSet) owns, when no
+    /// lookup answers (rule 7).
+    pub delete_owned_configs: Action,
     pub exempt_users: Vec<Cow<'static, str>>,
     pub exempt_groups: Vec<Cow<'static, str>>,
     pub controller_users: Vec<Cow<'static, str>>,
@@ -66,6 +70,7 @@ impl Default for Settings {
             in_place_edits: Action::Reject,
             template_edits: Action::Reject,
             contract_violations: Action::Warn,
+            delete_owned_configs: Action::Warn,
             exempt_users: Vec::new(),
             exempt_groups: Vec::new(),
             controller_users: DEFAULT_CONTROLLER_USERS.map(Cow::Borrowed).to_vec(),
@@ -82,10 +87,11 @@ impl Default for Settings {
     }
 }
 
-const KEYS: [&str; 11] = [
+const KEYS: [&str; 12] = [
     "inPlaceEdits",
     "templateEdits",
     "contractViolations",
+    "deleteOwnedConfigs",
     "exemptUsers",
     "exemptGroups",
     "controllerUsers",
@@ -141,6 +147,12 @@ impl Settings {
         if let Some(v) = value.get("contractViolations") {
             match action(v, "contractViolations", &["reject", "warn", "ignore"]) {
                 Ok(a) => settings.contract_violations = a,
+                Err(e) => errors.push(e),
+            }
+        }
+        if let Some(v) = value.get("deleteOwnedConfigs") {
+            match action(v, "deleteOwnedConfigs", &["reject", "warn", "allow"]) {
+                Ok(a) => settings.delete_owned_configs = a,
                 Err(e) => errors.push(e),
             }
         }
@@ -559,6 +571,8 @@ mod tests {
         let defaults = Settings::default();
         assert_eq!(defaults.in_place_edits, Action::Reject);
         assert_eq!(defaults.contract_violations, Action::Warn);
+        // Cleaning rotated-out configs up is never refused by default (issue 34).
+        assert_eq!(defaults.delete_owned_configs, Action::Warn);
         assert_eq!(defaults.controller_users, DEFAULT_CONTROLLER_USERS);
         assert_eq!(defaults.bootstrap_config_kinds.len(), 8);
     }
@@ -566,7 +580,7 @@ mod tests {
     #[test]
     fn every_key_is_read() {
         let settings = Settings::from_value(&json!({
-            "inPlaceEdits": "warn", "contractViolations": "ignore",
+            "inPlaceEdits": "warn", "contractViolations": "ignore", "deleteOwnedConfigs": "reject",
             "exemptUsers": ["alice"], "exemptGroups": ["admins"],
             "controllerUsers": ["system:serviceaccount:capi:manager"],
             "bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}],
@@ -576,6 +590,7 @@ mod tests {
         .unwrap();
         assert_eq!(settings.in_place_edits, Action::Warn);
         assert_eq!(settings.contract_violations, Action::Allow);
+        assert_eq!(settings.delete_owned_configs, Action::Reject);
         assert_eq!(settings.exempt_users, ["alice"]);
         assert_eq!(settings.exempt_groups, ["admins"]);
         assert_eq!(
@@ -595,6 +610,8 @@ mod tests {
     #[case::bad_enum(json!({"inPlaceEdits": "rejct"}), "inPlaceEdits: unknown value \"rejct\" (expected one of reject, warn, allow)")]
     #[case::enum_case(json!({"inPlaceEdits": "Reject"}), "inPlaceEdits: unknown value \"Reject\"")]
     #[case::enum_of_the_other_key(json!({"contractViolations": "allow"}), "contractViolations: unknown value \"allow\" (expected one of reject, warn, ignore)")]
+    #[case::delete_owned_configs(json!({"deleteOwnedConfigs": "refuse"}), "deleteOwnedConfigs: unknown value \"refuse\" (expected one of reject, warn, allow)")]
+    #[case::delete_owned_configs_not_a_string(json!({"deleteOwnedConfigs": true}), "deleteOwnedConfigs: must be one of reject, warn, allow, got a boolean")]
     #[case::enum_not_a_string(json!({"inPlaceEdits": false}), "inPlaceEdits: must be one of reject, warn, allow, got a boolean")]
     #[case::users_not_a_list(json!({"exemptUsers": "alice"}), "exemptUsers: must be a list of strings, got a string")]
     #[case::user_empty(json!({"exemptUsers": [""]}), "exemptUsers[0]: \"\" is empty or has surrounding spaces")]

@@ -196,13 +196,15 @@ fn delete_of_a_referenced_config(
     let verdict = evaluate_with(&on(), &request("DELETE", None, Some(&old)), &cluster);
     assert_eq!(verdict.allowed, allowed);
     assert!(said(&verdict).contains(fragment), "{verdict:?}");
-    // Without the context-aware mode, DELETE is accepted and nothing is looked up.
+    // Without the context-aware mode, DELETE is accepted with a warning from the
+    // ownerReference alone (issue 34), and nothing is looked up.
     let off = evaluate_with(
         &Settings::default(),
         &request("DELETE", None, Some(&old)),
         &cluster,
     );
-    assert_eq!(off, Verdict::accept());
+    assert!(off.allowed);
+    assert_eq!(off.warnings, [OWNED_DELETE]);
     assert_eq!(cluster.calls.borrow().len(), 1);
 }
 
@@ -230,10 +232,21 @@ fn a_failed_lookup_falls_back_to_owner_references() {
     assert!(!verdict.allowed);
     assert_eq!(verdict.code, Some(403));
     assert_eq!(verdict.warnings, ["MachinePool lookup failed, judged by ownerReferences only: forbidden: cannot list machinepools"]);
+    // A DELETE then gets what it gets without lookups: the ownerReference's warning.
     let verdict = evaluate_with(&on(), &request("DELETE", None, Some(&old)), &cluster);
     assert!(verdict.allowed);
-    assert_eq!(verdict.warnings.len(), 1);
+    assert_eq!(
+        verdict.warnings,
+        [
+            "MachinePool lookup failed, judged by ownerReferences only: forbidden: cannot list machinepools",
+            OWNED_DELETE
+        ]
+    );
 }
+
+/// The warning a DELETE of a config `workers` owns gets without an answer from the lookups.
+const OWNED_DELETE: &str = "MachinePool workers owns it: a same-name re-create rolls out nothing; \
+    rotate configRef (contextAware: true refuses)";
 
 fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
     let old = pool("workers", "workers-1");

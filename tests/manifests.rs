@@ -65,6 +65,7 @@ fn documented_defaults() -> Value {
         "inPlaceEdits": "reject",
         "templateEdits": "reject",
         "contractViolations": "warn",
+        "deleteOwnedConfigs": "warn",
         "exemptUsers": [],
         "exemptGroups": [],
         "controllerUsers": [
@@ -99,6 +100,7 @@ fn enum_values(key: &str) -> Option<BTreeSet<&'static str>> {
     match key {
         "inPlaceEdits" | "templateEdits" => Some(["reject", "warn", "allow"].into()),
         "contractViolations" => Some(["warn", "reject", "ignore"].into()),
+        "deleteOwnedConfigs" => Some(["warn", "reject", "allow"].into()),
         "capiVersion" => Some(["v1beta2", "v1beta1"].into()),
         _ => None,
     }

@@ -301,8 +301,8 @@ scenario("kubeadmconfig-v1beta2-fill-once-paths-setting",
          request("UPDATE", ntp_new, ntp_old), {"allowed": True, "warnings": 0},
          settings={"fillOncePaths": {"KubeadmConfig": ["spec.ntp.enabled", "spec.ntp.servers"]}})
 scenario("kubeadmconfig-v1beta2-delete",
-         "DELETE is accepted (protecting referenced configs needs the context-aware mode)",
-         request("DELETE", None, old), {"allowed": True, "warnings": 0})
+         "a person's DELETE of a config its pool controls, in use or rotated out: allowed with a warning (contextAware refuses it when referenced)",
+         request("DELETE", None, old), {"allowed": True, "warnings": 1, "warningsContain": [f"MachinePool {POOL} owns it: a same-name re-create rolls out nothing"]})
 
 # --- Rule 3: ClusterClass -----------------------------------------------------------------------
 topo = kubeadm_config("v1beta2", labels={"topology.cluster.x-k8s.io/owned": "", "topology.cluster.x-k8s.io/deployment-name": "md-0"})
@@ -898,6 +898,183 @@ scenario("kubeadmconfig-v1beta1-duration-changed",
          "v1beta1: discovery.timeout changed to another duration is an edit, named by its path",
          request("UPDATE", edited(c_stored, with_timeout("10m")), c_stored),
          {"allowed": False, "code": 403, "messageContains": ["[spec.joinConfiguration.discovery.timeout: Forbidden: changed]"]})
+
+# --- A GitOps repository still in v1beta1, on v1beta2 storage (issue 33) -------------------------
+# CAPI v1.11+ stores KubeadmConfig as v1beta2, which has no useExperimentalRetryJoin and holds
+# files[].append as a pointer that v1beta1's plain bool cannot set to false. Read back through
+# v1beta1, CAPI's down-conversion drops both and writes the hub's data into conversion-data
+# (util/conversion MarshalData), so every unchanged re-apply of the repository adds them again.
+CONVERSION_DATA = "cluster.x-k8s.io/conversion-data"
+
+
+def v1beta1_repository(retry_join):
+    """The repository's manifest: every zero spelled out, as cluster-test/testdata/v1beta1 has it."""
+    o = kubeadm_config("v1beta1")
+    o["spec"]["useExperimentalRetryJoin"] = retry_join
+    for f in o["spec"]["files"]:
+        f["append"] = False
+    return o
+
+
+def read_through_v1beta1(o):
+    """`o` as kube-apiserver reads it from v1beta2 storage through v1beta1."""
+    o = copy.deepcopy(o)
+    o["spec"].pop("useExperimentalRetryJoin", None)
+    for f in o["spec"]["files"]:
+        if not f.get("append"):
+            f.pop("append", None)
+    hub = {"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
+           "spec": {"format": o["spec"].get("format")}, "status": {"initialization": {"dataSecretCreated": True}}}
+    o["metadata"].setdefault("annotations", {})[CONVERSION_DATA] = json.dumps(hub, separators=(",", ":"))
+    return o
+
+
+def manifest_fields(retry_join):
+    def put(o):
+        o["spec"]["useExperimentalRetryJoin"] = retry_join
+        for f in o["spec"]["files"]:
+            f.setdefault("append", False)
+    return put
+
+
+for retry_join in (False, True):
+    stored = read_through_v1beta1(applied(v1beta1_repository(retry_join), server_side=False))
+    scenario(f"kubeadmconfig-v1beta1-gitops-reapply-retry-join-{str(retry_join).lower()}-v1beta2-stored",
+             f"an unchanged client-side re-apply of a v1beta1 manifest (useExperimentalRetryJoin: {str(retry_join).lower()}, append: false) to a config stored as v1beta2: storage drops both, no change, no warning",
+             request("UPDATE", edited(stored, manifest_fields(retry_join)), stored, user=sa("system:serviceaccount:argocd:argocd-application-controller")),
+             {"allowed": True, "warnings": 0, "messageAbsent": True})
+ssa_stored = read_through_v1beta1(applied(v1beta1_repository(True), server_side=True))
+scenario("kubeadmconfig-v1beta1-gitops-reapply-server-side-v1beta2-stored",
+         "an unchanged server-side re-apply (as Flux syncs) of a v1beta1 manifest with useExperimentalRetryJoin: true to a config stored as v1beta2: no change, no warning",
+         request("UPDATE", edited(ssa_stored, manifest_fields(True)), ssa_stored, user=sa("system:serviceaccount:flux-system:kustomize-controller")),
+         {"allowed": True, "warnings": 0, "messageAbsent": True})
+v1beta2_stored = read_through_v1beta1(applied(v1beta1_repository(False), server_side=False))
+NO_EFFECT = "spec.useExperimentalRetryJoin changed, no effect: the stored KubeadmConfig version has no such field"
+scenario("kubeadmconfig-v1beta1-retry-join-changed-v1beta2-stored",
+         "a person's apply switching useExperimentalRetryJoin false -> true through v1beta1, stored as v1beta2: storage drops it, admitted with the no-effect warning",
+         request("UPDATE", reapplied(v1beta2_stored, manifest_fields(True), server_side=False), v1beta2_stored),
+         {"allowed": True, "warnings": 1, "warningsContain": [NO_EFFECT]})
+scenario("kubeadmconfig-v1beta1-retry-join-changed-beside-edit-v1beta2-stored",
+         "the same switch beside a real edit: refused, naming only the real path, and the no-effect warning",
+         request("UPDATE", reapplied(v1beta2_stored, lambda o: (manifest_fields(True)(o), edit_in_place(o)), server_side=False), v1beta2_stored),
+         {"allowed": False, "messageContains": ["[spec.files[0].content: Forbidden: changed, spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed]"],
+          "warningsContain": [NO_EFFECT]})
+# CAPI v1.10 stores v1beta1 (nothing converted, no annotation): the zeros are still no change,
+# the same switch is an edit (kubeadmconfig-v1beta1-retry-join-flipped).
+v110_stored = applied(v1beta1_repository(False), server_side=False)
+v110_stored["spec"].pop("useExperimentalRetryJoin")
+for f in v110_stored["spec"]["files"]:
+    f.pop("append")
+scenario("kubeadmconfig-v1beta1-zeros-readded-v1beta1-stored",
+         "CAPI v1.10 (v1beta1 stored): a re-apply adding back the zeros its defaulter pruned (useExperimentalRetryJoin: false, append: false) is no change (was refused as added)",
+         request("UPDATE", edited(v110_stored, manifest_fields(False)), v110_stored, user=sa("system:serviceaccount:argocd:argocd-application-controller")),
+         {"allowed": True, "warnings": 0, "messageAbsent": True})
+
+
+# --- kubectl replace --force of a config in use (issue 34): a DELETE, then a CREATE under the same
+# name with another spec. CAPI adopts the new object, CABPK regenerates the same-named data secret
+# from it and the pool's dataSecretName does not change: nothing rolls out. Without lookups the
+# DELETE is warned (deleteOwnedConfigs, default warn) and the CREATE cannot be told from a new
+# config; with contextAware the DELETE is refused while a live pool references the config.
+OWNED_DELETE = f"MachinePool {POOL} owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"
+in_use = kubeadm_config("v1beta2")
+replace_delete = request("DELETE", None, in_use)
+replace_delete["options"].update(propagationPolicy="Background")
+scenario("replace-force-delete-in-use",
+         "regression (issue 34): the DELETE of kubectl replace --force of a config a pool uses, default mode: allowed with a warning naming the pool",
+         replace_delete, {"allowed": True, "warnings": 1, "warningsContain": [OWNED_DELETE]})
+replaced = kubeadm_config("v1beta2", owned=False, status=False, sysctl="net.ipv4.ip_forward = 1\nvm.max_map_count = 524288")
+replaced["metadata"]["uid"] = "c41f0e6a-2b7d-4f3e-9a15-6d8e0b2c4a71"
+del replaced["metadata"]["generation"]
+del replaced["metadata"]["resourceVersion"]  # kubectl clears it; the API server sets it after admission
+replaced["metadata"]["creationTimestamp"] = "2026-12-03T10:41:07Z"
+del replaced["spec"]["joinConfiguration"]["discovery"]
+replace_create = request("CREATE", replaced)
+replace_create["options"].update(fieldManager="kubectl-replace")
+scenario("replace-force-create-same-name",
+         "the CREATE that follows (no ownerReference, a fresh uid): without lookups it looks like any new config, the first step of a rotation: allowed",
+         replace_create, {"allowed": True, "warnings": 0})
+scenario("context-aware-replace-force-delete",
+         "contextAware: the same DELETE is refused while the pool references the config (nothing deleted, the data secret unchanged)",
+         replace_delete,
+         {"allowed": False, "code": 403, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachinePool {NS}/{POOL}]"]},
+         settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
+scenario("context-aware-delete-rotated-out",
+         "contextAware: a person deleting an owned config no pool references any more (rotated out): allowed, no warning",
+         request("DELETE", None, in_use), {"allowed": True, "warnings": 0},
+         settings=CA, session=[pools_exchange([live_pool("workers-spot-4c1d9e2b")])])
+scenario("context-aware-delete-lookup-fails",
+         "contextAware: the pool list is refused (RBAC): the ownerReference decides as without lookups, a warning besides the lookup's",
+         request("DELETE", None, in_use),
+         {"allowed": True, "warnings": 2, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only", f"MachinePool {POOL} owns it: a same-name re-create"]},
+         settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot list resource \"machinepools\"")])
+scenario("delete-owned-config-garbage-collector",
+         "the garbage collector deleting a config whose pool is gone: allowed, no warning",
+         request("DELETE", None, in_use, user=sa(GC)), {"allowed": True, "warnings": 0})
+scenario("delete-owned-config-capi-manager",
+         "CAPI's MachinePool controller deleting the config of a pool being deleted: allowed, no warning",
+         request("DELETE", None, in_use, user=sa(CAPI_MANAGER)), {"allowed": True, "warnings": 0})
+scenario("delete-owned-config-warn-mode",
+         "deleteOwnedConfigs: warn (the default) spelled out: allowed with the warning",
+         request("DELETE", None, in_use), {"allowed": True, "warnings": 1, "warningsContain": [OWNED_DELETE]},
+         settings={"deleteOwnedConfigs": "warn"})
+scenario("delete-owned-config-reject-mode",
+         "deleteOwnedConfigs: reject refuses a person's DELETE of an owned config without lookups, in use or rotated out",
+         replace_delete,
+         {"allowed": False, "code": 403, "messageContains": [
+             f'KubeadmConfig.bootstrap.cluster.x-k8s.io "{CONFIG}" is invalid: [metadata.ownerReferences: Forbidden: owned by MachinePool {NS}/{POOL}]',
+             "re-create it under the same name (kubectl replace --force)",
+             f"set spec.template.spec.bootstrap.configRef.name of MachinePool {NS}/{POOL} to it"]},
+         settings={"deleteOwnedConfigs": "reject"})
+scenario("delete-owned-config-allow-mode",
+         "deleteOwnedConfigs: allow says nothing",
+         request("DELETE", None, in_use), {"allowed": True, "warnings": 0}, settings={"deleteOwnedConfigs": "allow"})
+scenario("delete-owned-config-reject-mode-garbage-collector",
+         "deleteOwnedConfigs: reject never refuses the garbage collector",
+         request("DELETE", None, in_use, user=sa(GC)), {"allowed": True, "warnings": 0}, settings={"deleteOwnedConfigs": "reject"})
+scenario("delete-owned-config-reject-mode-namespace-controller",
+         "deleteOwnedConfigs: reject never refuses the namespace controller deleting a namespace's objects",
+         request("DELETE", None, in_use, user=sa("system:serviceaccount:kube-system:namespace-controller")),
+         {"allowed": True, "warnings": 0}, settings={"deleteOwnedConfigs": "reject"})
+scenario("delete-owned-config-reject-mode-capi-manager",
+         "deleteOwnedConfigs: reject never refuses CAPI's controllers (controllerUsers)",
+         request("DELETE", None, in_use, user=sa(CAPI_MANAGER)), {"allowed": True, "warnings": 0}, settings={"deleteOwnedConfigs": "reject"})
+scenario("delete-owned-config-reject-mode-exempt-user",
+         "deleteOwnedConfigs: reject, an exemptUsers identity cleaning a rotated-out config up: allowed, audited",
+         request("DELETE", None, in_use),
+         {"allowed": True, "auditAnnotationsContain": {"exemption": "would have rejected: KubeadmConfig.bootstrap.cluster.x-k8s.io"}},
+         settings={"deleteOwnedConfigs": "reject", "exemptUsers": [ALICE["username"]]})
+scenario("clusterctl-move-delete-config-delete-owned-reject",
+         "deleteOwnedConfigs: reject, clusterctl move's DELETE of an annotated owned config: allowed and audited as ever",
+         request("DELETE", None, for_move(in_use)),
+         {"allowed": True, "warnings": 0, "auditAnnotationsContain": MOVE_AUDIT},
+         settings={"deleteOwnedConfigs": "reject"})
+cluster_owner = [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": capi.CLUSTER, "uid": "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d"}]
+owned_template = kubeadm_template("v1beta2", owners=cluster_owner)
+scenario("kubeadmconfigtemplate-v1beta2-delete-cluster-owned",
+         "a person's DELETE of a template its Cluster owns (as CAPI's MachineDeployment controller sets it), default mode: allowed with a warning",
+         request("DELETE", None, owned_template),
+         {"allowed": True, "warnings": 1, "warningsContain": [f"Cluster {capi.CLUSTER} owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"]})
+scenario("kubeadmconfigtemplate-v1beta2-delete-reject-mode",
+         "deleteOwnedConfigs: reject refuses a person's DELETE of a template its Cluster owns",
+         request("DELETE", None, owned_template),
+         {"allowed": False, "code": 403, "messageContains": [f"[metadata.ownerReferences: Forbidden: owned by Cluster {NS}/{capi.CLUSTER}]", "copy it under another name"]},
+         settings={"deleteOwnedConfigs": "reject"})
+scenario("settings-delete-owned-configs-refused",
+         "a value deleteOwnedConfigs does not know is refused when the policy is loaded",
+         request("DELETE", None, in_use), {"settingsError": "deleteOwnedConfigs: unknown value \"block\" (expected one of reject, warn, allow)"},
+         settings={"deleteOwnedConfigs": "block"})
+
+
+# Regression (cluster test, issue 33): `kubectl apply --server-side` over a client-side applied
+# object first patches the last-applied annotation alone (field manager kubectl-last-applied),
+# then managedFields; read through v1beta1 the objects those write carry none of the dropped
+# fields the annotation names, which is no change of them: no warning.
+ssa_upgrade = read_through_v1beta1(applied(v1beta1_repository(True), server_side=False))
+scenario("kubeadmconfig-v1beta1-last-applied-patch-v1beta2-stored",
+         "kubectl apply --server-side's own patch of the last-applied annotation of a v1beta1 config stored as v1beta2: the dropped field it names is not sent, no warning",
+         request("UPDATE", edited(ssa_upgrade, lambda o: o["metadata"]["annotations"].update({LAST_APPLIED: o["metadata"]["annotations"][LAST_APPLIED].replace('"namespace"', '"namespace"')})), ssa_upgrade),
+         {"allowed": True, "warnings": 0, "messageAbsent": True})
 
 def write():
     keep = set()

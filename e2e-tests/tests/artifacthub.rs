@@ -24,11 +24,18 @@ fn created_at(file: &str) -> &str {
         .expect("artifacthub-pkg.yml has a createdAt line")
 }
 
-/// The file with its `createdAt:` line taken out (the one line that is the time of writing).
+/// The file with its `createdAt:` line taken out (the one line that is the time of writing), and
+/// without trailing blank lines: kwctl 1.35.0 prints the document to stdout with one more newline
+/// than it writes with `--output` (seen when .ci/run first handed the real kwctl on).
 fn without_created_at(file: &str) -> Vec<&str> {
-    file.lines()
+    let mut lines: Vec<&str> = file
+        .lines()
         .filter(|line| !line.starts_with("createdAt: "))
-        .collect()
+        .collect();
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    lines
 }
 
 const REGENERATE: &str = "run `make artifacthub-pkg.yml` (after `make release VERSION=x.y.z` for \

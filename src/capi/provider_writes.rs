@@ -2,7 +2,7 @@
 //! the controllers' identities, the fields they write (machine-only or fill-once), and what the
 //! providers' defaulting webhooks do to every CREATE/UPDATE, whoever sends it. A validating
 //! policy sees each request after the mutating webhooks ran, so none of this may count as an
-//! edit. The README's "What CAPI itself writes" table is this module in prose.
+//! edit. The table "What CAPI itself writes" of docs/compared-fields.md is this module in prose.
 //!
 //! Read from the providers' code, late 2026 (each fact cites its source where it is used):
 //! - CABPK (KubeadmConfig): the token, rotated every ~7.5 min, is machine-only; the discovery
@@ -106,6 +106,7 @@ fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules 
     FieldRules {
         ignored: machine_only.to_vec(),
         fill_once: fill_once.to_vec(),
+        zero_is_absent: &[],
     }
 }
 

@@ -1,6 +1,7 @@
 //! A Kubernetes object as far as the rules read it: from `metadata` its name, namespace, uid,
-//! label keys and ownerReferences; `spec` and `status`. Everything else (`managedFields`,
-//! annotations such as kubectl's last-applied manifest, ...) is checked and skipped, not built.
+//! label keys, ownerReferences and the three annotations the rules read; `spec` and `status`.
+//! Everything else (`managedFields`, the other annotations, ...) is checked and skipped, not
+//! built.
 //! Read straight from the request or from a lookup's answer, its strings borrowed from them.
 
 use std::borrow::Cow;
@@ -10,6 +11,11 @@ use crate::reader::json::{Next, Node, Read, Reader, Text};
 /// clusterctl's annotation on an object it is about to delete from the source cluster of a
 /// `clusterctl move` (clusterctl_move.rs).
 pub const DELETE_FOR_MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
+/// CAPI's annotation on an object converted down from the stored version (the hub), holding
+/// the hub's data ([`crate::capi::conversion`]).
+pub const CONVERSION_DATA: &str = "cluster.x-k8s.io/conversion-data";
+/// The manifest of kubectl's last client-side apply.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Object<'a> {
@@ -18,9 +24,14 @@ pub struct Object<'a> {
     pub uid: Option<Cow<'a, str>>,
     /// The keys of `metadata.labels` (`None`: no labels object).
     pub label_keys: Option<Vec<Text<'a>>>,
-    /// `metadata.annotations` has [`DELETE_FOR_MOVE`], the one annotation the rules read (the
-    /// others, kubectl's last-applied manifest among them, are skipped).
+    /// `metadata.annotations` has [`DELETE_FOR_MOVE`].
     pub delete_for_move: bool,
+    /// The value of [`CONVERSION_DATA`], when it is a string: borrowed, escaped, as
+    /// [`Self::last_applied`].
+    pub conversion_data: Option<Text<'a>>,
+    /// The value of [`LAST_APPLIED`] (a JSON manifest), when it is a string: borrowed as sent,
+    /// escaped, so that the many requests that never read it pay nothing for its size.
+    pub last_applied: Option<Text<'a>>,
     /// `metadata.ownerReferences` (`None`: not a list); an entry that is no object reads as a
     /// reference without fields.
     pub owner_references: Option<Vec<OwnerRef<'a>>>,
@@ -88,7 +99,11 @@ impl<'a> Object<'a> {
     fn read_metadata(&mut self, r: &mut Reader<'a>) -> Read<()> {
         (self.name, self.namespace, self.uid) = (None, None, None);
         (self.label_keys, self.owner_references) = (None, None);
-        self.delete_for_move = false;
+        (
+            self.delete_for_move,
+            self.conversion_data,
+            self.last_applied,
+        ) = (false, None, None);
         r.read_object_or_skip(|r, key| {
             if key.is("name") {
                 self.name = string(r)?;
@@ -107,12 +122,21 @@ impl<'a> Object<'a> {
                 })?;
                 self.label_keys = labels.then_some(keys);
             } else if key.is("annotations") {
-                let mut found = false;
+                let (mut delete_for_move, mut conversion_data, mut last_applied) =
+                    (false, None, None);
                 r.read_object_or_skip(|r, key| {
-                    found |= key.is(DELETE_FOR_MOVE);
-                    r.skip()
+                    if key.is(LAST_APPLIED) {
+                        last_applied = r.read_scalar()?.text();
+                    } else if key.is(CONVERSION_DATA) {
+                        conversion_data = r.read_scalar()?.text();
+                    } else {
+                        delete_for_move |= key.is(DELETE_FOR_MOVE);
+                        r.skip()?;
+                    }
+                    Ok(())
                 })?;
-                self.delete_for_move = found;
+                self.delete_for_move = delete_for_move;
+                (self.conversion_data, self.last_applied) = (conversion_data, last_applied);
             } else if key.is("ownerReferences") {
                 self.owner_references = r.read_list(read_owner_ref)?;
             } else {
@@ -143,6 +167,9 @@ impl<'a> Object<'a> {
 
 /// How a request carries an object: `null`, an object, or something else.
 #[derive(Clone, Debug, PartialEq)]
+// An object is large beside `Null` and `Other`, but a request carries two of them, read once and
+// unwrapped at once: boxing would add two allocations per request for nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Carried<'a> {
     Null,
     Object(Object<'a>),
@@ -194,6 +221,32 @@ mod tests {
         let spec = json!({"files": []});
         assert_eq!(object.spec, Some(Node::from_value(&spec)));
         assert_eq!(object.status, Some(Node::Null));
+        assert_eq!(
+            object.last_applied.map(|t| t.to_str()).as_deref(),
+            Some("{}")
+        );
+        assert!(object.conversion_data.is_none() && !object.delete_for_move);
+    }
+
+    #[test]
+    fn reads_the_conversion_annotation_and_an_escaped_manifest() {
+        let json = serde_json::to_vec(&json!({"metadata": {"annotations": {
+            CONVERSION_DATA: "{\"spec\":{}}",
+            LAST_APPLIED: "{\"spec\":{\"useExperimentalRetryJoin\":true}}\n",
+        }}}))
+        .unwrap();
+        let object = Object::from_json(&json).unwrap();
+        assert_eq!(
+            object.conversion_data.map(|t| t.to_str()).as_deref(),
+            Some("{\"spec\":{}}")
+        );
+        assert_eq!(
+            object.last_applied.map(|t| t.to_str()).as_deref(),
+            Some("{\"spec\":{\"useExperimentalRetryJoin\":true}}\n")
+        );
+        // Not a string: no manifest.
+        let json = br#"{"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": 7}}}"#;
+        assert_eq!(Object::from_json(json).unwrap().last_applied, None);
     }
 
     #[test]

@@ -1,9 +1,21 @@
 //! Rule 7, DELETE and re-CREATE of a bootstrap config, and `clusterctl move`.
 //!
-//! Without lookups a DELETE is accepted: nothing tells a referenced config from a rotated-out
-//! one. With lookups, deleting a config a live MachinePool references is refused
-//! ([`check_delete`]), and creating one under a name whose data secret a pool already
-//! consumed is flagged ([`check_recreate`]): the pool sees no new data secret name.
+//! A DELETE followed by a CREATE under the same name with another spec (`kubectl replace
+//! --force`, Argo CD's `Replace=true,Force=true`) is an in-place edit in two requests: CAPI
+//! adopts the new object, the provider regenerates the same-named data secret from it, and the
+//! pool's `dataSecretName` does not change, so nothing rolls out (issue 34).
+//!
+//! With lookups, deleting a config a live MachinePool references is refused ([`check_delete`]),
+//! and creating one under a name whose data secret a pool already consumed is flagged
+//! ([`check_recreate`]): the pool sees no new data secret name.
+//!
+//! Without lookups (or when they fail) only the stored object's ownerReferences tell, and they
+//! cannot tell a config in use from one rotated out (CAPI never removes them): a person's DELETE
+//! of an owned config or template gets what `deleteOwnedConfigs` says, a warning by default, so
+//! that cleaning rotated-out configs up is never refused ([`check_owned_delete`]). The CREATE
+//! that follows cannot be refused without lookups: it carries no owner (a new config, the first
+//! step of every rotation, looks the same) or its old owner (as a moved or restored config does),
+//! and the policy keeps no memory of the DELETE before it.
 //!
 //! `clusterctl move` (and restores of its backups) is CAPI's own machinery too. It creates every
 //! object in the target cluster owners first, with their ownerReferences, then deletes them
@@ -13,10 +25,16 @@
 //! documents as there for "any validation webhook" to decide on
 //! (cmd/clusterctl/api/v1alpha3/annotations.go). The user running clusterctl is a person.
 
+use crate::capi::kinds::{
+    group_of_api_version, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET,
+};
 use crate::capi::owners::{machine_pool_controllers, Owner};
 use crate::reader::object::Object;
 pub use crate::reader::object::DELETE_FOR_MOVE;
+use crate::reader::request::Requester;
+use crate::rules::controller_writes::is_controller;
 use crate::rules::in_place_edit::pools;
+use crate::rules::ownership::GARBAGE_COLLECTOR;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Verdict, Violation};
 
@@ -78,6 +96,120 @@ pub fn check_delete(
         warning: format!(
             "deleting {} breaks the reconcile of {pools}",
             subject.short()
+        ),
+        suggested_name: None,
+    })
+}
+
+/// The identity kube-controller-manager's namespace controller deletes a namespace's objects
+/// with: cleanup, as the garbage collector's.
+pub const NAMESPACE_CONTROLLER: &str = "system:serviceaccount:kube-system:namespace-controller";
+
+/// The kind CAPI's MachineDeployment and MachineSet controllers name as the (non-controller)
+/// owner of a bootstrap template their configRef names (CAPI's book, owner-references.md).
+const CLUSTER: &str = "Cluster";
+
+/// An owner of a stored config or template, as its ownerReferences name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedBy {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+/// Who owns a stored config as far as rule 7 reads it: its MachinePool controller (set when a
+/// pool's configRef names it, never removed after a rotation).
+pub fn config_owners(old_object: Option<&Object>) -> Vec<OwnedBy> {
+    machine_pool_controllers(old_object)
+        .into_iter()
+        .map(|o| OwnedBy {
+            kind: MACHINE_POOL,
+            name: o.name,
+        })
+        .collect()
+}
+
+/// Who owns a stored template as far as rule 7 reads it: the Cluster that CAPI's
+/// MachineDeployment and MachineSet controllers add as owner of a template their configRef
+/// names (never removed after a rotation, as a config's pool), and any MachineDeployment or
+/// MachineSet, controller or not (CAPI sets neither; a tool may). A ClusterClass's own
+/// template carries the ClusterClass instead: the topology controller rolls a replaced one out
+/// (rule 8), so it counts for nothing here.
+pub fn template_owners(old_object: Option<&Object>) -> Vec<OwnedBy> {
+    let refs = old_object.map(|o| o.owner_references()).unwrap_or_default();
+    refs.iter()
+        .filter(|r| group_of_api_version(r.api_version.as_deref().unwrap_or("")) == CAPI_GROUP)
+        .filter_map(|r| {
+            let kind = [CLUSTER, MACHINE_DEPLOYMENT, MACHINE_SET]
+                .into_iter()
+                .find(|k| r.kind.as_deref() == Some(*k))?;
+            Some(OwnedBy {
+                kind,
+                name: r.name.as_deref().unwrap_or("").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Without lookups (or when they failed): a person's DELETE of a config or template whose
+/// stored object names `owners` ([`config_owners`], [`template_owners`]). The ownerReference
+/// cannot say whether the owner still uses it (a re-create under the same name is then an
+/// in-place edit nothing rolls out) or it was rotated out (a cleanup): `deleteOwnedConfigs`
+/// says what it gets, a warning by default. Never for the garbage collector, the namespace
+/// controller or `controllerUsers`: they delete what an owner's deletion leaves.
+pub fn check_owned_delete(
+    settings: &Settings,
+    requester: &Requester,
+    subject: &Subject,
+    owners: &[OwnedBy],
+) -> Option<Finding> {
+    if owners.is_empty()
+        || settings.delete_owned_configs == Action::Allow
+        || requester.username == GARBAGE_COLLECTOR
+        || requester.username == NAMESPACE_CONTROLLER
+        || is_controller(settings, requester)
+    {
+        return None;
+    }
+    let named = |o: &OwnedBy| format!("{} {}/{}", o.kind, subject.namespace, o.name);
+    let all = owners.iter().map(named).collect::<Vec<_>>().join(" and ");
+    let kind = &subject.group_kind.kind;
+    let remedy = if owners.iter().any(|o| o.kind == MACHINE_POOL) {
+        format!(
+            "changes the nodes' bootstrap data without rolling it out to existing instances \
+             (cluster-api #8858). To roll a change out, create a new {kind} under another name \
+             and set spec.template.spec.bootstrap.configRef.name of {all} to it"
+        )
+    } else {
+        "changes the template without rolling it out to existing Machines (cluster-api #4145). \
+         To roll a change out, copy it under another name and set \
+         spec.template.spec.bootstrap.configRef.name of its MachineDeployments to the copy"
+            .to_string()
+    };
+    Some(Finding {
+        action: settings.delete_owned_configs,
+        violations: owners
+            .iter()
+            .map(|o| {
+                Violation::new(
+                    "metadata.ownerReferences",
+                    format!("Forbidden: owned by {}", named(o)),
+                )
+            })
+            .collect(),
+        explanation: format!(
+            "Without lookups the policy cannot tell whether it is still in use or rotated out, \
+             and deleting it to re-create it under the same name (kubectl replace --force) \
+             {remedy}. A rotated-out {kind} is deleted with its owner, by an exemptUsers \
+             identity, or with contextAware: true, which tells the two apart"
+        ),
+        warning: format!(
+            "{} {} it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)",
+            owners
+                .iter()
+                .map(|o| format!("{} {}", o.kind, o.name))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if owners.len() == 1 { "owns" } else { "own" }
         ),
         suggested_name: None,
     })
@@ -208,6 +340,134 @@ mod tests {
         assert_eq!(
             finding.map(|f| (f.action, f.warning)),
             warning.map(|w| (Action::Warn, w.to_string()))
+        );
+    }
+
+    #[rstest]
+    #[case::v1beta2_pool(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u", "controller": true}]), &["MachinePool mp"])]
+    #[case::exp_group_pool(json!([{"apiVersion": "exp.cluster.x-k8s.io/v1beta1", "kind": "MachinePool", "name": "mp", "uid": "u", "controller": true}]), &["MachinePool mp"])]
+    #[case::pool_not_controller(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool", "name": "mp", "uid": "u"}]), &[])]
+    #[case::machine_owner(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine", "name": "m", "uid": "u", "controller": true}]), &[])]
+    #[case::no_owner(json!([]), &[])]
+    #[case::owners_not_a_list(json!({"kind": "MachinePool"}), &[])]
+    fn the_owner_of_a_stored_config(#[case] owners: Value, #[case] expected: &[&str]) {
+        let json = object(json!({"name": "a", "ownerReferences": owners}));
+        let stored = Object::from_json(&json).unwrap();
+        let found: Vec<String> = config_owners(Some(&stored))
+            .iter()
+            .map(|o| format!("{} {}", o.kind, o.name))
+            .collect();
+        assert_eq!(found, expected);
+        assert!(config_owners(None).is_empty());
+    }
+
+    #[rstest]
+    #[case::cluster_as_capi_sets_it(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod", "uid": "u"}]), &["Cluster prod"])]
+    #[case::cluster_v1beta1(json!([{"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster", "name": "prod", "uid": "u"}]), &["Cluster prod"])]
+    #[case::machine_deployment_controller(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment", "name": "md", "uid": "u", "controller": true}]), &["MachineDeployment md"])]
+    #[case::machine_set(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms", "uid": "u"}]), &["MachineSet ms"])]
+    #[case::cluster_and_class(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "cc"}, {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "prod"}]), &["Cluster prod"])]
+    #[case::class_only(json!([{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "cc"}]), &[])]
+    #[case::other_group(json!([{"apiVersion": "example.com/v1", "kind": "Cluster", "name": "x"}]), &[])]
+    #[case::garbage_entries(json!([1, null, "Cluster", {"kind": "Cluster"}]), &[])]
+    fn the_owners_of_a_stored_template(#[case] owners: Value, #[case] expected: &[&str]) {
+        let json = object(json!({"name": "t", "ownerReferences": owners}));
+        let stored = Object::from_json(&json).unwrap();
+        let found: Vec<String> = template_owners(Some(&stored))
+            .iter()
+            .map(|o| format!("{} {}", o.kind, o.name))
+            .collect();
+        assert_eq!(found, expected);
+        assert!(template_owners(None).is_empty());
+    }
+
+    fn owned_by(owners: &[(&'static str, &str)]) -> Vec<OwnedBy> {
+        owners
+            .iter()
+            .map(|(kind, name)| OwnedBy {
+                kind,
+                name: name.to_string(),
+            })
+            .collect()
+    }
+
+    fn requester(username: &str) -> Requester<'_> {
+        Requester {
+            username,
+            groups: vec!["system:authenticated"],
+        }
+    }
+
+    const POOL_WARNING: &str = "MachinePool workers-spot owns it: a same-name re-create rolls out \
+        nothing; rotate configRef (contextAware: true refuses)";
+
+    /// Who gets what on the DELETE of an owned config without lookups (issue 34).
+    #[rstest]
+    #[case::person_warned("warn", "alice", &[("MachinePool", "workers-spot")], Some((Action::Warn, POOL_WARNING)))]
+    #[case::person_refused("reject", "alice", &[("MachinePool", "workers-spot")], Some((Action::Reject, POOL_WARNING)))]
+    #[case::allowed("allow", "alice", &[("MachinePool", "workers-spot")], None)]
+    #[case::not_owned("reject", "alice", &[], None)]
+    #[case::garbage_collector("reject", GARBAGE_COLLECTOR, &[("MachinePool", "workers-spot")], None)]
+    #[case::namespace_controller("reject", NAMESPACE_CONTROLLER, &[("MachinePool", "workers-spot")], None)]
+    #[case::capi_manager("reject", "system:serviceaccount:capi-system:capi-manager", &[("MachinePool", "workers-spot")], None)]
+    #[case::kubeadm_bootstrap("reject", "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager", &[("MachinePool", "workers-spot")], None)]
+    #[case::gc_prefix_is_a_person("warn", "system:serviceaccount:kube-system:generic-garbage-collector2", &[("MachinePool", "workers-spot")], Some((Action::Warn, POOL_WARNING)))]
+    #[case::template_of_a_cluster("warn", "alice", &[("Cluster", "prod-eu-1")], Some((Action::Warn, "Cluster prod-eu-1 owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)")))]
+    #[case::two_owners("warn", "alice", &[("Cluster", "prod"), ("MachineDeployment", "md")], Some((Action::Warn, "Cluster prod, MachineDeployment md own it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)")))]
+    fn deleting_an_owned_config_without_lookups(
+        #[case] mode: &str,
+        #[case] user: &str,
+        #[case] owners: &[(&'static str, &str)],
+        #[case] expected: Option<(Action, &str)>,
+    ) {
+        let settings = Settings::from_value(&json!({"deleteOwnedConfigs": mode})).unwrap();
+        let finding =
+            check_owned_delete(&settings, &requester(user), &subject(), &owned_by(owners));
+        assert_eq!(
+            finding.as_ref().map(|f| (f.action, f.warning.as_str())),
+            expected
+        );
+        if let Some(finding) = finding {
+            // One owner with a name as long as the scenarios' fits uncut; longer ones are cut
+            // by the verdict, whole in the audit annotation `warnings`.
+            if owners.len() == 1 {
+                assert!(finding.warning.chars().count() <= crate::verdict::WARNING_LIMIT);
+            }
+            assert_eq!(finding.violations.len(), owners.len());
+            assert_eq!(finding.violations[0].field, "metadata.ownerReferences");
+            assert_eq!(
+                finding.violations[0].detail,
+                format!("Forbidden: owned by {} fleet/{}", owners[0].0, owners[0].1)
+            );
+        }
+    }
+
+    #[rstest]
+    #[case::config(&[("MachinePool", "workers-spot")], "changes the nodes' bootstrap data without rolling it out to existing instances (cluster-api #8858). To roll a change out, create a new KubeadmConfig under another name and set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/workers-spot to it")]
+    #[case::template(&[("Cluster", "prod")], "changes the template without rolling it out to existing Machines (cluster-api #4145). To roll a change out, copy it under another name and set spec.template.spec.bootstrap.configRef.name of its MachineDeployments to the copy")]
+    fn a_refusal_says_why_and_what_to_do(
+        #[case] owners: &[(&'static str, &str)],
+        #[case] remedy: &str,
+    ) {
+        let settings = Settings {
+            delete_owned_configs: Action::Reject,
+            ..Settings::default()
+        };
+        let finding = check_owned_delete(
+            &settings,
+            &requester("alice"),
+            &subject(),
+            &owned_by(owners),
+        )
+        .unwrap();
+        assert_eq!(
+            finding.explanation,
+            format!(
+                "Without lookups the policy cannot tell whether it is still in use or rotated \
+                 out, and deleting it to re-create it under the same name (kubectl replace \
+                 --force) {remedy}. A rotated-out KubeadmConfig is deleted with its owner, by an \
+                 exemptUsers identity, or with contextAware: true, which tells the two apart"
+            )
         );
     }
 

@@ -12,11 +12,15 @@
 //! looked up is [`crate::webhooks::bootstrap_config`]'s decision; templates (rule 8) share
 //! [`change_violations`].
 
+use crate::capi::conversion::{converted_from_another_version, served_version};
+use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::owners::Owner;
+use crate::capi::paths::{FieldPath, PathPattern};
 use crate::capi::provider_writes::as_defaulted;
-use crate::diff::{changes_at, Change, FieldRules};
+use crate::diff::{changes_at, is_unset, values_matching, Change, FieldRules};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::json::Node;
+use crate::reader::object::Object;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};
 
@@ -49,6 +53,96 @@ pub fn rotation_remediation(
         pools = pools(subject, owners),
     );
     (text, name)
+}
+
+/// `rules` (a kind's non-compared fields) for a request written in `version` of `kind` (a config
+/// or template kind), with what conversion to the stored version does
+/// ([`crate::capi::conversion`]): the zero values that version cannot tell from absence, and,
+/// when `old_object` was converted to that version from the stored one, the fields storage
+/// drops, not compared. Returns the rules and those dropped fields (empty when they are
+/// stored, as on CAPI v1.10).
+pub fn with_conversion(
+    mut rules: FieldRules,
+    group_kind: &GroupKind,
+    version: &str,
+    old_object: Option<&Object>,
+) -> (FieldRules, Vec<PathPattern>) {
+    if group_kind.group != BOOTSTRAP_GROUP {
+        return (rules, Vec::new());
+    }
+    let Some(served) = served_version(&group_kind.kind, version) else {
+        return (rules, Vec::new());
+    };
+    rules.zero_is_absent = served.zero_is_absent;
+    let mut dropped = Vec::new();
+    if old_object.is_some_and(|o| converted_from_another_version(o, &group_kind.group, version)) {
+        dropped.extend(
+            served
+                .dropped
+                .iter()
+                .filter_map(|p| PathPattern::parse(p).ok()),
+        );
+        rules.ignored.extend(dropped.iter().cloned());
+    }
+    (rules, dropped)
+}
+
+/// A change of a field storage drops ([`with_conversion`]) is admitted, and told to whoever made
+/// it: it reaches neither the stored object nor any node. Only a change that shows is told: a
+/// value `new_spec` carries against the one in the last manifest kubectl applied (the stored
+/// object cannot hold it); an unchanged re-apply, a write that does not send the field, and any
+/// write without that manifest (a first apply, server-side apply alone), say nothing.
+pub fn check_dropped(
+    subject: &Subject,
+    dropped: &[PathPattern],
+    old_object: Option<&Object>,
+    new_spec: Option<&Node>,
+) -> Option<Finding> {
+    if dropped.is_empty() {
+        return None;
+    }
+    let manifest = old_object?.last_applied?.to_str();
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).ok()?;
+    let applied = manifest.get("spec").map(Node::from_value);
+    let mut changed: Vec<String> = Vec::new();
+    for pattern in dropped {
+        let before = values_matching(pattern, "spec", applied.as_ref());
+        let after = values_matching(pattern, "spec", new_spec);
+        // Only a value the request itself carries: storage never has one, so a write that
+        // does not send the field (a label, kubectl's own last-applied and managedFields
+        // patches, a manifest that no longer names it) reads as absent and changes nothing.
+        for (path, new) in &after {
+            if new.is_null() {
+                continue;
+            }
+            let (old, new) = (value_in(&before, path), Some(*new));
+            let differs = match (is_unset(old), is_unset(new)) {
+                (true, true) => false,
+                (false, false) => old != new,
+                _ => true,
+            };
+            let path = path.to_string();
+            if differs && !changed.contains(&path) {
+                changed.push(path);
+            }
+        }
+    }
+    let first = changed.first()?;
+    let others = match changed.len() {
+        1 => String::new(),
+        n => format!(" (+{} more)", n - 1),
+    };
+    Some(Finding::warning(format!(
+        "{first}{others} changed, no effect: the stored {} version has no such field",
+        subject.group_kind.kind
+    )))
+}
+
+fn value_in<'v, 'a>(
+    values: &[(FieldPath, &'v Node<'a>)],
+    path: &FieldPath,
+) -> Option<&'v Node<'a>> {
+    values.iter().find(|(p, _)| p == path).map(|(_, v)| *v)
 }
 
 /// The changed fields of a config's spec, the request's `object` compared with its `oldObject`
@@ -194,6 +288,115 @@ mod tests {
         #[case] expected: &[&str],
     ) {
         assert_eq!(changes("KubeadmConfig", old, new), expected);
+    }
+
+    /// The request's `old`/`new` specs of a KubeadmConfig written in `version`, the stored
+    /// object converted to it (`converted`: CAPI v1.11+, v1beta2 stored) or not (CAPI v1.10).
+    fn changes_written_in(version: &str, converted: bool, old: Value, new: Value) -> Vec<String> {
+        let annotations = if converted {
+            json!({"cluster.x-k8s.io/conversion-data": "{\"apiVersion\":\"bootstrap.cluster.x-k8s.io/v1beta2\",\"spec\":{}}"})
+        } else {
+            json!({})
+        };
+        let object =
+            serde_json::to_vec(&json!({"metadata": {"annotations": annotations}})).unwrap();
+        let object = Object::from_json(&object).unwrap();
+        let base = Settings::default().field_rules("KubeadmConfig");
+        let kind = GroupKind::new(BOOTSTRAP_GROUP, "KubeadmConfig");
+        let (rules, _) = with_conversion(base, &kind, version, Some(&object));
+        changed_fields("spec", Some(&old), Some(&new), &rules)
+            .into_iter()
+            .map(|c| format!("{} {}", c.path, c.kind.as_str()))
+            .collect()
+    }
+
+    // Issue 33: a GitOps repository in v1beta1 re-applied unchanged. Read back through v1beta1
+    // from v1beta2 storage, the dropped field and the zeros are gone from `oldObject`.
+    #[rstest]
+    #[case::retry_join_zero_readded_v1beta2_stored("v1beta1", true, json!({}), json!({"useExperimentalRetryJoin": false}), &[])]
+    #[case::retry_join_true_readded_v1beta2_stored("v1beta1", true, json!({}), json!({"useExperimentalRetryJoin": true}), &[])]
+    #[case::retry_join_flipped_v1beta2_stored("v1beta1", true, json!({"useExperimentalRetryJoin": true}), json!({"useExperimentalRetryJoin": false}), &[])]
+    #[case::append_zero_readded_v1beta2_stored("v1beta1", true, json!({"files": [{"path": "/a"}]}), json!({"files": [{"path": "/a", "append": false}]}), &[])]
+    // CAPI v1.10 stores v1beta1: its zeros are still no change, a value is an edit.
+    #[case::append_zero_added_v1beta1_stored("v1beta1", false, json!({"files": [{"path": "/a"}]}), json!({"files": [{"path": "/a", "append": false}]}), &[])]
+    #[case::retry_join_zero_added_v1beta1_stored("v1beta1", false, json!({}), json!({"useExperimentalRetryJoin": false}), &[])]
+    #[case::retry_join_set_v1beta1_stored("v1beta1", false, json!({}), json!({"useExperimentalRetryJoin": true}), &["spec.useExperimentalRetryJoin added"])]
+    #[case::retry_join_flipped_v1beta1_stored("v1beta1", false, json!({"useExperimentalRetryJoin": true}), json!({"useExperimentalRetryJoin": false}), &["spec.useExperimentalRetryJoin changed"])]
+    #[case::append_set_v1beta1_stored("v1beta1", false, json!({"files": [{"path": "/a"}]}), json!({"files": [{"path": "/a", "append": true}]}), &["spec.files[0].append added"])]
+    // A real edit beside a dropped field: only the real path.
+    #[case::real_edit_beside_dropped("v1beta1", true, json!({"files": [{"path": "/a", "content": "x"}]}), json!({"useExperimentalRetryJoin": true, "files": [{"path": "/a", "content": "y", "append": false}]}), &["spec.files[0].content changed"])]
+    // A version without facts (a kind's own, an unknown one) is compared as before.
+    #[case::unknown_version("v1alpha9", true, json!({}), json!({"useExperimentalRetryJoin": false}), &["spec.useExperimentalRetryJoin added"])]
+    fn fields_storage_drops_and_zeros_it_cannot_hold(
+        #[case] version: &str,
+        #[case] converted: bool,
+        #[case] old: Value,
+        #[case] new: Value,
+        #[case] expected: &[&str],
+    ) {
+        assert_eq!(changes_written_in(version, converted, old, new), expected);
+    }
+
+    /// The no-effect warning on a v1beta1 write to a v1beta2-stored KubeadmConfig whose last
+    /// client-side apply (`last_applied`: its spec) is known, or not.
+    fn dropped_warning(last_applied: Option<Value>, new: Value) -> Option<String> {
+        let mut annotations = json!({"cluster.x-k8s.io/conversion-data": "{\"apiVersion\":\"bootstrap.cluster.x-k8s.io/v1beta2\"}"});
+        if let Some(spec) = last_applied {
+            annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!(
+                json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "spec": spec})
+                    .to_string()
+            );
+        }
+        let old = serde_json::to_vec(&json!({"metadata": {"annotations": annotations}})).unwrap();
+        let old = Object::from_json(&old).unwrap();
+        let base = Settings::default().field_rules("KubeadmConfig");
+        let kind = GroupKind::new(BOOTSTRAP_GROUP, "KubeadmConfig");
+        let (_, dropped) = with_conversion(base, &kind, "v1beta1", Some(&old));
+        let subject = subject("KubeadmConfig", "pool-1-a");
+        let new = Node::from_value(&new);
+        check_dropped(&subject, &dropped, Some(&old), Some(&new)).map(|f| f.warning)
+    }
+
+    #[rstest]
+    #[case::unchanged_reapply(Some(json!({"useExperimentalRetryJoin": true})), json!({"useExperimentalRetryJoin": true}), None)]
+    #[case::unchanged_zero(Some(json!({"useExperimentalRetryJoin": false})), json!({"useExperimentalRetryJoin": false}), None)]
+    #[case::zero_for_absent(Some(json!({})), json!({"useExperimentalRetryJoin": false}), None)]
+    #[case::server_side_apply(None, json!({"useExperimentalRetryJoin": true}), None)]
+    #[case::set(Some(json!({"useExperimentalRetryJoin": false})), json!({"useExperimentalRetryJoin": true}), Some("spec.useExperimentalRetryJoin changed, no effect: the stored KubeadmConfig version has no such field"))]
+    #[case::set_to_zero(Some(json!({"useExperimentalRetryJoin": true})), json!({"useExperimentalRetryJoin": false}), Some("spec.useExperimentalRetryJoin changed, no effect: the stored KubeadmConfig version has no such field"))]
+    // Regression (cluster test): kubectl apply --server-side first patches the last-applied
+    // annotation alone (field manager kubectl-last-applied), then managedFields: the objects
+    // those write carry no dropped field, which is no change of one.
+    #[case::not_sent(Some(json!({"useExperimentalRetryJoin": true, "joinConfiguration": {"apiVersion": "kubeadm.k8s.io/v1beta3"}})), json!({}), None)]
+    #[case::removed_from_the_manifest(Some(json!({"useExperimentalRetryJoin": true})), json!({"useExperimentalRetryJoin": null}), None)]
+    fn a_dropped_field_changed_is_told_not_refused(
+        #[case] last_applied: Option<Value>,
+        #[case] new: Value,
+        #[case] expected: Option<&str>,
+    ) {
+        let warning = dropped_warning(last_applied, new);
+        assert_eq!(warning.as_deref(), expected);
+        assert!(warning.is_none_or(|w| w.len() <= 120));
+    }
+
+    #[test]
+    fn an_unreadable_last_applied_manifest_tells_nothing() {
+        let old = br#"{"metadata": {"annotations": {"cluster.x-k8s.io/conversion-data": "{\"apiVersion\":\"bootstrap.cluster.x-k8s.io/v1beta2\"}", "kubectl.kubernetes.io/last-applied-configuration": "{not json"}}}"#;
+        let old = Object::from_json(old).unwrap();
+        let kind = GroupKind::new(BOOTSTRAP_GROUP, "KubeadmConfig");
+        let (_, dropped) = with_conversion(FieldRules::default(), &kind, "v1beta1", Some(&old));
+        assert_eq!(dropped.len(), 10);
+        let subject = subject("KubeadmConfig", "a");
+        let new = json!({"useExperimentalRetryJoin": true});
+        assert_eq!(
+            check_dropped(
+                &subject,
+                &dropped,
+                Some(&old),
+                Some(&Node::from_value(&new))
+            ),
+            None
+        );
     }
 
     #[rstest]

@@ -1,4 +1,4 @@
-//! The rule families, numbered as the README's rule table numbers them: each file holds what
+//! The rule families, numbered as docs/rules.md and the README number them: each file holds what
 //! its rule finds and how it words it. When a rule is asked is the judged kind's decision
 //! ([`crate::webhooks`]).
 //!

@@ -10,7 +10,9 @@
 //! - UPDATE of a config in use (referenced by a pool with lookups, else controlled by one):
 //!   ownerReference removal (rule 4) and in-place edits (rule 2); rotated out (with lookups):
 //!   a warning that the edit reaches no node; a changed status: the contract (rule 5).
-//! - DELETE (with lookups): a config a live pool references (rule 7).
+//! - DELETE: with lookups, a config a live pool references (rule 7); without them (or when they
+//!   fail), a person's DELETE of a config its pool controls, in use or rotated out: what
+//!   `deleteOwnedConfigs` says (a warning by default).
 
 use crate::capi::kinds::MACHINE_POOL;
 use crate::capi::owners::{machine_pool_controllers, Owner};
@@ -22,7 +24,9 @@ use crate::reader::json::Node;
 use crate::reader::object::Object;
 use crate::reader::request::{Operation, Request};
 use crate::rules::contract::check_config_status;
-use crate::rules::delete_and_move::{check_delete, check_recreate, is_moved_or_restored};
+use crate::rules::delete_and_move::{
+    check_delete, check_owned_delete, check_recreate, config_owners, is_moved_or_restored,
+};
 use crate::rules::in_place_edit::{self, rotation_remediation};
 use crate::rules::ownership::{check_removal, removed_controllers};
 use crate::settings::{Action, Settings};
@@ -103,7 +107,20 @@ pub fn judge(
                 // The kind's non-compared fields and the compared changes, once per request
                 // (parsing the rules is a visible share of the token rotation CAPI writes
                 // every ~7.5 minutes).
-                let rules = settings.field_rules(&subject.group_kind.kind);
+                // A version's zeros and the fields storage drops count as no change (rule 2,
+                // crate::capi::conversion).
+                let (rules, dropped) = in_place_edit::with_conversion(
+                    settings.field_rules(&subject.group_kind.kind),
+                    &subject.group_kind,
+                    request.version,
+                    request.old_object,
+                );
+                findings.extend(in_place_edit::check_dropped(
+                    subject,
+                    &dropped,
+                    request.old_object,
+                    new_spec,
+                ));
                 // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
                 let changes = if lookups.is_some() || settings.in_place_edits != Action::Allow {
                     in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
@@ -146,14 +163,20 @@ pub fn judge(
             }
         }
         Operation::Delete => {
-            // Without lookups nothing tells a referenced config from a rotated-out one.
             let answer = list_pools(settings, request, lookups, &mut findings);
-            if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
-                findings.extend(check_delete(
+            match pools_in(answer.as_deref(), &mut findings) {
+                Some(pools) => findings.extend(check_delete(
                     settings,
                     subject,
                     &referencing_pools(&pools, subject, true),
-                ));
+                )),
+                // Without an answer only the ownerReference tells, in use and rotated out alike.
+                None => findings.extend(check_owned_delete(
+                    settings,
+                    &request.requester,
+                    subject,
+                    &config_owners(request.old_object),
+                )),
             }
         }
         Operation::Connect => {}
@@ -516,13 +539,85 @@ mod tests {
     }
 
     #[rstest]
-    #[case::delete_of_a_config_in_use("DELETE")]
-    #[case::connect("CONNECT")]
-    fn delete_and_connect_are_accepted_without_lookups(#[case] operation: &str) {
-        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+    #[case::delete_of_a_config_no_pool_owns("DELETE", false)]
+    #[case::connect("CONNECT", true)]
+    fn accepted_silently_without_lookups(#[case] operation: &str, #[case] owned: bool) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), owned);
         assert_eq!(
             run(json!({}), &request(operation, None, Some(&old), "alice")),
             Verdict::accept()
         );
+    }
+
+    const OWNED_DELETE: &str = "MachinePool worker-a owns it: a same-name re-create rolls out \
+        nothing; rotate configRef (contextAware: true refuses)";
+
+    /// The DELETE half of `kubectl replace --force` of a config in use (issue 34), without
+    /// lookups: what each requester gets under each `deleteOwnedConfigs`.
+    #[rstest]
+    #[case::person_warned_by_default(json!({}), "alice", true, &[OWNED_DELETE], None)]
+    #[case::person_warned(json!({"deleteOwnedConfigs": "warn"}), "alice", true, &[OWNED_DELETE], None)]
+    #[case::person_refused(json!({"deleteOwnedConfigs": "reject"}), "alice", false, &[], None)]
+    #[case::person_allowed(json!({"deleteOwnedConfigs": "allow"}), "alice", true, &[], None)]
+    #[case::in_place_edits_allow_changes_nothing(json!({"inPlaceEdits": "allow"}), "alice", true, &[OWNED_DELETE], None)]
+    #[case::exempt_user(json!({"deleteOwnedConfigs": "reject", "exemptUsers": ["admin"]}), "admin", true, &[], Some(("exemption", "allowed because user \"admin\" is in exemptUsers; would have rejected: KubeadmConfig.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: [metadata.ownerReferences: Forbidden: owned by MachinePool default/worker-a]. Without lookups")))]
+    #[case::garbage_collector(json!({"deleteOwnedConfigs": "reject"}), "system:serviceaccount:kube-system:generic-garbage-collector", true, &[], None)]
+    #[case::namespace_controller(json!({"deleteOwnedConfigs": "reject"}), "system:serviceaccount:kube-system:namespace-controller", true, &[], None)]
+    #[case::capi_manager(json!({"deleteOwnedConfigs": "reject"}), CAPI_MANAGER, true, &[], None)]
+    fn deleting_an_owned_config_without_lookups(
+        #[case] settings: Value,
+        #[case] user: &str,
+        #[case] allowed: bool,
+        #[case] warnings: &[&str],
+        #[case] audited: Option<(&str, &str)>,
+    ) {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let verdict = run(settings, &request("DELETE", None, Some(&old), user));
+        assert_eq!(verdict.allowed, allowed, "{verdict:?}");
+        assert_eq!(verdict.warnings, warnings);
+        match audited {
+            Some((key, fragment)) => assert!(
+                verdict.audit_annotations[key].starts_with(fragment),
+                "{:?}",
+                verdict.audit_annotations
+            ),
+            // CAPI's machinery and the cleanup controllers leave no trace either.
+            None => assert!(verdict.audit_annotations.is_empty(), "{verdict:?}"),
+        }
+        if !allowed {
+            assert_eq!(verdict.code, Some(403));
+            let message = verdict.message.unwrap();
+            assert!(
+                message.starts_with(
+                    "KubeadmConfig.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: \
+                 [metadata.ownerReferences: Forbidden: owned by MachinePool default/worker-a]. \
+                 Without lookups the policy cannot tell whether it is still in use or rotated out"
+                ),
+                "{message}"
+            );
+            assert!(message.contains("create a new KubeadmConfig under another name and set spec.template.spec.bootstrap.configRef.name of MachinePool default/worker-a to it"), "{message}");
+        }
+    }
+
+    #[rstest]
+    #[case::default_mode(json!({}))]
+    #[case::reject_mode(json!({"deleteOwnedConfigs": "reject"}))]
+    fn a_delete_for_move_is_unchanged(#[case] settings: Value) {
+        let mut old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        old["metadata"]["annotations"] = json!({"clusterctl.cluster.x-k8s.io/delete-for-move": ""});
+        let verdict = run(settings, &request("DELETE", None, Some(&old), "alice"));
+        assert!(
+            verdict.allowed && verdict.warnings.is_empty(),
+            "{verdict:?}"
+        );
+        assert!(verdict.audit_annotations.contains_key("delete-for-move"));
+    }
+
+    #[test]
+    fn a_dry_run_delete_gets_the_same_warning() {
+        let old = config("KubeadmConfig", "v1beta2", files("x"), true);
+        let mut req = request("DELETE", None, Some(&old), "alice");
+        req["dryRun"] = json!(true);
+        assert_eq!(run(json!({}), &req).warnings, [OWNED_DELETE]);
     }
 }

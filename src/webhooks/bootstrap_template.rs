@@ -4,7 +4,8 @@
 //! `spec.template.spec` (what the provider's defaulter writes aside) is, in this order: a
 //! topology-managed copy's edit; a ClusterClass template's edit (a warning); with lookups, the
 //! edit of a template nothing references (a warning); otherwise an in-place edit. A DELETE is
-//! judged with lookups only.
+//! judged with lookups; without them (or when they fail) a person's DELETE of a template its
+//! Cluster owns gets what `deleteOwnedConfigs` says (rule 7).
 
 use crate::capi::kinds::{MACHINE_DEPLOYMENT, MACHINE_SET, TEMPLATE_SUFFIX};
 use crate::capi::owners::cluster_classes;
@@ -16,7 +17,8 @@ use crate::reader::json::Node;
 use crate::reader::object::Object;
 use crate::reader::request::{Operation, Request};
 use crate::rules::controller_writes::is_topology_owned;
-use crate::rules::in_place_edit::change_violations;
+use crate::rules::delete_and_move::{check_owned_delete, template_owners};
+use crate::rules::in_place_edit::{change_violations, check_dropped, with_conversion};
 use crate::rules::template_edit::{
     class_template_edited, referenced_template_deleted, template_edited, topology_copy_edited,
     unreferenced_template_edited, UNKNOWN_USERS,
@@ -68,19 +70,46 @@ pub fn judge(
     subject: &Subject,
     lookups: Option<&dyn Lookups>,
 ) -> Vec<Finding> {
+    match request.operation {
+        Operation::Update if settings.template_edits != Action::Allow => {
+            update(settings, request, subject, lookups)
+        }
+        Operation::Delete => delete(settings, request, subject, lookups),
+        _ => Vec::new(),
+    }
+}
+
+/// With lookups, a template live MachineDeployments or MachineSets reference (`templateEdits`);
+/// without them (or when they fail), a person's DELETE of an owned template
+/// (`deleteOwnedConfigs`, rule 7).
+fn delete(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+) -> Vec<Finding> {
+    let owned = || {
+        check_owned_delete(
+            settings,
+            &request.requester,
+            subject,
+            &template_owners(request.old_object),
+        )
+    };
+    let Some(lookups) = lookups else {
+        return owned().into_iter().collect();
+    };
     if settings.template_edits == Action::Allow {
         return Vec::new();
     }
-    match request.operation {
-        Operation::Update => update(settings, request, subject, lookups),
-        Operation::Delete => match lookups.map(|l| users(settings, l, subject, true)) {
-            Some(Ok(users)) if !users.is_empty() => {
-                vec![referenced_template_deleted(settings, subject, &users)]
-            }
-            Some(Err(e)) => vec![Finding::lookup_failed("MachineDeployment/MachineSet", &e)],
-            _ => Vec::new(),
-        },
-        Operation::Create | Operation::Connect => Vec::new(),
+    match users(settings, lookups, subject, true) {
+        Ok(users) if users.is_empty() => Vec::new(),
+        Ok(users) => vec![referenced_template_deleted(settings, subject, &users)],
+        Err(e) => {
+            let mut findings = vec![Finding::lookup_failed("MachineDeployment/MachineSet", &e)];
+            findings.extend(owned());
+            findings
+        }
     }
 }
 
@@ -96,7 +125,12 @@ fn update(
     );
     // What the provider's template defaulter writes (RKE2's format) is no edit.
     let kind = &subject.group_kind.kind;
-    let rules = default_template_field_rules(kind);
+    let (rules, dropped) = with_conversion(
+        default_template_field_rules(kind),
+        &subject.group_kind,
+        request.version,
+        request.old_object,
+    );
     let config_kind = kind.strip_suffix(TEMPLATE_SUFFIX).unwrap_or(kind);
     let (old_defaulted, new_defaulted) = as_defaulted(config_kind, old, new);
     let changes = changes_at(
@@ -105,8 +139,10 @@ fn update(
         new_defaulted.as_deref(),
         &rules,
     );
+    let full_spec = request.object.and_then(|o| o.spec.as_ref());
+    let no_effect = check_dropped(subject, &dropped, request.old_object, full_spec);
     if changes.is_empty() {
-        return Vec::new();
+        return no_effect.into_iter().collect();
     }
     let violations = change_violations(&changes);
     if is_topology_owned(request.old_object) {
@@ -186,6 +222,12 @@ mod tests {
 
     const KC: &str = "KubeadmConfigTemplate";
 
+    /// The owner CAPI's MachineDeployment and MachineSet controllers give a template they use.
+    fn cluster_owned() -> Value {
+        json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                    "name": "prod", "uid": "5e0c1a2b-0000-4000-8000-000000000001"}]})
+    }
+
     #[rstest]
     #[case::an_edit("UPDATE", template("a", json!({})), template("b", json!({})), json!({}), &["Reject spec.template.spec.files[0].content: Forbidden: changed"])]
     #[case::warned("UPDATE", template("a", json!({})), template("b", json!({})), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.files[0].content edited in place: not rolled out to existing Machines; copy and rotate configRef"])]
@@ -197,6 +239,11 @@ mod tests {
     #[case::class_template("UPDATE", template("a", json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "quick-start"}]})), template("b", json!({})), json!({}), &["Warn ClusterClass quick-start uses this template: every Cluster of it rolls its Machines at the next reconcile"])]
     #[case::create("CREATE", json!(null), template("a", json!({})), json!({}), &[])]
     #[case::delete_without_lookups("DELETE", template("a", json!({})), json!(null), json!({}), &[])]
+    #[case::delete_of_a_cluster_s_template("DELETE", template("a", cluster_owned()), json!(null), json!({}), &["Warn Cluster prod owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"])]
+    #[case::delete_warned_whatever_template_edits("DELETE", template("a", cluster_owned()), json!(null), json!({"templateEdits": "allow"}), &["Warn Cluster prod owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"])]
+    #[case::delete_refused("DELETE", template("a", cluster_owned()), json!(null), json!({"deleteOwnedConfigs": "reject"}), &["Reject metadata.ownerReferences: Forbidden: owned by Cluster fleet/prod"])]
+    #[case::delete_allowed("DELETE", template("a", cluster_owned()), json!(null), json!({"deleteOwnedConfigs": "allow"}), &[])]
+    #[case::delete_of_a_class_template("DELETE", template("a", json!({"ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "ClusterClass", "name": "quick-start"}]})), json!(null), json!({"deleteOwnedConfigs": "reject"}), &[])]
     fn the_decision_tree(
         #[case] operation: &str,
         #[case] old: Value,
