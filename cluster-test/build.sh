@@ -1,36 +1,37 @@
 #!/usr/bin/env bash
-# Builds the real cluster's binaries from the modules go.mod pins: kube-apiserver and kubectl
-# (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3), CAPI's core manager, CABPK and
-# clusterctl (sigs.k8s.io/cluster-api). Output: ../target/cluster-bin/<first 12 hex of
-# sha256(go.sum)>/, printed on stdout; reused as long as go.sum (and so every pinned version) is unchanged.
+# Builds the real cluster's binaries from the modules go.mod pins: kube-apiserver,
+# kube-controller-manager and kubectl (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3),
+# CAPI's core manager, CABPK and clusterctl (sigs.k8s.io/cluster-api). Output:
+# ../target/cluster-bin/<first 12 hex of sha256(go.sum, this script, hack/go-modules.sh)>/,
+# printed on stdout; reused as long as go.sum (and so every pinned version) and what this script
+# builds are unchanged.
 #
 # `build.sh capi/v1.14` takes CAPI's binaries from that Go module instead (a CAPI release whose
-# k8s.io libraries differ from this module's): its folder is keyed by both go.sums and holds
-# links to this module's etcd, kube-apiserver and kubectl.
+# k8s.io libraries differ from this module's): its folder is keyed by both go.sums and these
+# scripts, and holds links to this module's etcd, kube-apiserver, kube-controller-manager and
+# kubectl.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=SCRIPTDIR/hack/go-modules.sh
+. hack/go-modules.sh
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 capi_module=${1:-.}
 if [ "$capi_module" != . ]; then
 	kube=$(./build.sh)
-	key=$(cat go.sum "$capi_module/go.sum" | sha256sum | cut -c1-12)
+	key=$(cat go.sum "$capi_module/go.sum" build.sh hack/go-modules.sh | sha256sum | cut -c1-12)
 else
-	key=$(sha256sum go.sum | cut -c1-12)
+	key=$(cat go.sum build.sh hack/go-modules.sh | sha256sum | cut -c1-12)
 fi
-out=$(cd .. && pwd)/target/cluster-bin/$key
+out=$(bin_root)/$key
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
 mkdir -p "$out"
 
-version() { go list -m -f '{{.Version}}' "$1"; }
 date=$(date -u -d @"${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)
-build() { # name package ldflags
-	echo "cluster-test: building $1 ($2)" >&2
-	go build -trimpath -ldflags "$3" -o "$out/$1" "$2"
-}
+build() { go_build "$1" "$2" "$3" "$out"; } # name package ldflags
 if [ "$capi_module" = . ]; then
-	k8s=$(version k8s.io/kubernetes)
+	k8s=$(pinned_version k8s.io/kubernetes)
 	# kube-apiserver reports the version baked in by these ldflags (a plain `go build` reports
-	# v0.0.0-master, which CAPI's start-up check refuses); kubectl too.
+	# v0.0.0-master, which CAPI's start-up check refuses); kube-controller-manager and kubectl too.
 	kv=k8s.io/component-base/version
 	minor=${k8s#v1.}; minor=${minor%%.*}
 	k8s_ldflags="-s -w -X $kv.gitVersion=$k8s -X $kv.gitMajor=1 -X $kv.gitMinor=$minor \
@@ -39,18 +40,20 @@ if [ "$capi_module" = . ]; then
 	  -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 	build etcd go.etcd.io/etcd/server/v3 "-s -w"
 	build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
+	build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$k8s_ldflags"
 	build kubectl k8s.io/kubernetes/cmd/kubectl "$k8s_ldflags"
 else
-	for b in etcd kube-apiserver kubectl; do ln -f "$kube/$b" "$out/$b"; done
+	for b in etcd kube-apiserver kube-controller-manager kubectl; do ln -f "$kube/$b" "$out/$b"; done
 	cd "$capi_module"
 fi
 
-capi=$(version sigs.k8s.io/cluster-api)
+capi=$(pinned_version sigs.k8s.io/cluster-api)
 cv=sigs.k8s.io/cluster-api/version
 capi_ldflags="-s -w -X $cv.gitVersion=$capi -X $cv.gitMajor=1 -X $cv.gitTreeState=clean -X $cv.buildDate=$date"
 # The core manager: the module's root package in v1.12, sigs.k8s.io/cluster-api/core in v1.14.
 core=sigs.k8s.io/cluster-api
-if [ -f "$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)/core/main.go" ]; then core=sigs.k8s.io/cluster-api/core; fi
+capi_dir=$(module_dir sigs.k8s.io/cluster-api)
+if [ -f "$capi_dir/core/main.go" ]; then core=sigs.k8s.io/cluster-api/core; fi
 build capi-manager "$core" "$capi_ldflags"
 build capi-kubeadm-bootstrap-manager sigs.k8s.io/cluster-api/bootstrap/kubeadm "$capi_ldflags"
 build clusterctl sigs.k8s.io/cluster-api/cmd/clusterctl "$capi_ldflags"

@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -14,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -138,15 +139,16 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		t.Fatalf("install %s: no Deployment in %s", p.name, p.kustomization)
 	}
 
-	aggregateClusterRoles(t, cp)
+	// CAPI's manager is bound to an aggregated ClusterRole (capi-aggregated-manager-role).
+	waitAggregated(t, cp)
 
 	namespace := deployment.GetNamespace()
 	sa, _, _ := unstructured.NestedString(deployment.Object, "spec", "template", "spec", "serviceAccountName")
 	if sa == "" {
 		// A pod that names none runs as its namespace's default, which kube-controller-manager
-		// (not run by envtest) creates in every namespace.
+		// creates in every namespace.
 		sa = "default"
-		must(t, client.IgnoreAlreadyExists(cp.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: namespace}})))
+		cp.waitServiceAccount(t, namespace, sa)
 	}
 	kubeconfig := cp.serviceAccountKubeconfig(t, a, namespace, sa)
 	s := &managerSetup{t: t, a: a, name: p.name, kubeconfig: kubeconfig, certDir: a.path(p.name + "-serving-certs"),
@@ -220,32 +222,42 @@ func capiManagerFlags(s *managerSetup) ([]string, string) {
 	}, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.health)
 }
 
-// aggregateClusterRoles does what kube-controller-manager's clusterrole-aggregation controller
-// does, which envtest does not run: a ClusterRole with an aggregationRule gets the rules of every
-// ClusterRole its selectors match. CAPI's manager is bound to such a role
-// (capi-aggregated-manager-role).
-func aggregateClusterRoles(t *testing.T, cp *controlPlane) {
+// waitAggregated waits for kube-controller-manager's clusterrole-aggregation controller: every
+// ClusterRole with an aggregationRule holds the rules of every ClusterRole its selectors match.
+func waitAggregated(t *testing.T, cp *controlPlane) {
 	t.Helper()
-	ctx := context.Background()
-	roles := &rbacv1.ClusterRoleList{}
-	must(t, cp.client.List(ctx, roles))
-	for i := range roles.Items {
-		role := &roles.Items[i]
-		if role.AggregationRule == nil {
-			continue
+	var missing []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		roles := &rbacv1.ClusterRoleList{}
+		if err := cp.client.List(ctx, roles); err != nil {
+			return false, nil
 		}
-		var rules []rbacv1.PolicyRule
-		for _, selector := range role.AggregationRule.ClusterRoleSelectors {
-			s, err := metav1.LabelSelectorAsSelector(&selector)
-			must(t, err)
-			for _, other := range roles.Items {
-				if other.Name != role.Name && s.Matches(labels.Set(other.Labels)) {
-					rules = append(rules, other.Rules...)
+		missing = nil
+		for _, role := range roles.Items {
+			if role.AggregationRule == nil {
+				continue
+			}
+			for _, selector := range role.AggregationRule.ClusterRoleSelectors {
+				s, err := metav1.LabelSelectorAsSelector(&selector)
+				if err != nil {
+					return false, err
+				}
+				for _, other := range roles.Items {
+					if other.Name == role.Name || !s.Matches(labels.Set(other.Labels)) {
+						continue
+					}
+					for _, rule := range other.Rules {
+						if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return equality.Semantic.DeepEqual(r, rule) }) {
+							missing = append(missing, fmt.Sprintf("%s lacks %s's %s", role.Name, other.Name, rule.String()))
+						}
+					}
 				}
 			}
 		}
-		role.Rules = rules
-		must(t, cp.client.Update(ctx, role))
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-controller-manager did not aggregate the ClusterRoles after a minute: %v (log: %s)", missing, cp.controllerManager.log)
 	}
 }
 
@@ -366,17 +378,27 @@ func capiRelease(t *testing.T) (dir, version string) {
 }
 
 // pinnedModule is a module that the Go module in folder (this one: ".", or one under capi/)
-// pins: its directory, read-only in the module cache, and its version.
+// pins: its directory, read-only in the module cache, and its version. The folder comes from `go
+// mod download -json`, never from `go list -m`, which names none for a module not downloaded yet
+// (hack/go-modules.sh); the test runs with GOPROXY=off, so a module the builds did not fetch
+// fails here, by name.
 func pinnedModule(t *testing.T, folder, module string) (dir, version string) {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}} {{.Version}}", module)
-	cmd.Dir = folder
-	out, err := cmd.Output()
+	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module)
+	list.Dir = folder
+	out, err := list.Output()
 	if err != nil {
 		t.Fatalf("go list -m %s in %s: %v", module, folder, err)
 	}
-	dir, version, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
-	return dir, version
+	version = strings.TrimSpace(string(out))
+	download := exec.Command("go", "mod", "download", "-json", module+"@"+version)
+	download.Dir = folder
+	out, err = download.Output()
+	var info struct{ Dir, Error string }
+	if jsonErr := json.Unmarshal(out, &info); jsonErr != nil || info.Dir == "" {
+		t.Fatalf("go mod download %s@%s in %s: %v %s", module, version, folder, err, info.Error)
+	}
+	return info.Dir, version
 }
 
 // coreKustomization is the core provider's config/default in the release's module: at its root

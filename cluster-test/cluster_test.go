@@ -77,6 +77,8 @@ func TestCluster(t *testing.T) {
 	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", c.personEdits)
 	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", c.rotation)
 	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
+	step(t, "kubectl delete machinepool completes in every cascade, CAPI's and the garbage collector's deletes of its configs admitted", c.machinePoolDeletion)
+	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", c.replaceForce)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
 	step(t, "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", c.outage)
 	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", c.clusterctlMove)
@@ -350,7 +352,16 @@ func (c *testCluster) contextAware(t *testing.T) {
 			t.Errorf("the policy-server's ServiceAccount may not list %s: %s %s", resource, r.stdout, r.stderr)
 		}
 	}
-	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch)
+	c.checkLookupVerdicts(t, patch)
+	c.checkControllersAdmitted(t, since)
+}
+
+// checkLookupVerdicts: with contextAware: true, after the rotation step, the person's `patch` of
+// rotated-out pool-1-a is admitted with the rotated-out warning, while the same patch of pool-1-b,
+// which pool-1 references, is refused with its path, and deleting pool-1-b is refused.
+func (m *managementCluster) checkLookupVerdicts(t *testing.T, patch string) {
+	t.Helper()
+	r := m.person.run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch)
 	if r.err != nil {
 		t.Errorf("the edit of rotated-out pool-1-a was refused: %v\n%s", r.err, r.stderr)
 	}
@@ -358,15 +369,112 @@ func (c *testCluster) contextAware(t *testing.T) {
 		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
 	}
 	// The config the pool references now is protected, found by the lookup.
-	r = c.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p", patch)
+	r = m.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p", patch)
 	if r.err == nil || !strings.Contains(r.stderr, "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed") {
 		t.Errorf("the edit of in-use pool-1-b was not refused with its path: %v\n%s", r.err, r.stderr)
 	}
-	r = c.person.run(t, "delete", "kubeadmconfig", "pool-1-b", "-n", namespace, "--dry-run=server")
+	r = m.person.run(t, "delete", "kubeadmconfig", "pool-1-b", "-n", namespace, "--dry-run=server")
 	if r.err == nil || !strings.Contains(r.stderr, "referenced by the configRef of MachinePool") {
 		t.Errorf("deleting the referenced pool-1-b was not refused: %v\n%s", r.err, r.stderr)
 	}
+}
+
+// replaceForce: `kubectl replace --force` of the config pool-1 uses (issue 34), a DELETE then a
+// CREATE under the same name with another spec. With contextAware: true the DELETE is refused
+// and nothing changes. By default both are admitted, the DELETE with the policy's warning: CAPI
+// adopts the new object and CABPK writes the data Secret of the same name from its spec, so the
+// pool's dataSecretName stays and nothing rolls out, which is what the warning says.
+func (c *testCluster) replaceForce(t *testing.T) {
+	pool := c.get(t, machinePoolGVK, poolName)
+	configName, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
+	before := c.get(t, kubeadmConfigGVK, configName)
+	dataSecret, _, _ := unstructured.NestedString(before.Object, "status", "dataSecretName")
+	secretBefore := c.secret(t, dataSecret)
+	// The person's manifest of the config, with another sysctl.
+	const replacedContent = "vm.max_map_count = 1048576"
+	manifest := strings.Replace(string(readFile(t, c.a.path(configName+".yaml"))), "vm.max_map_count = 524288", replacedContent, 1)
+	if !strings.Contains(manifest, replacedContent) {
+		t.Fatalf("%s.yaml has no sysctl to change:\n%s", configName, manifest)
+	}
+	file := configName + "-replace-force.yaml"
+	must(t, os.WriteFile(c.a.path(file), []byte(manifest), 0o644))
+	content := func(u *unstructured.Unstructured) string {
+		files, _, _ := unstructured.NestedSlice(u.Object, "spec", "files")
+		if len(files) == 0 {
+			return ""
+		}
+		text, _ := files[0].(map[string]any)["content"].(string)
+		return text
+	}
+
+	// contextAware: the DELETE is refused, kubectl creates nothing.
+	c.server.stop()
+	c.server.start(c.a, map[string]any{"contextAware": true})
+	r := c.person.run(t, "replace", "--force", "-f", file)
+	c.server.stop()
+	c.server.start(c.a, nil)
+	if r.err == nil {
+		t.Errorf("kubectl replace --force of the in-use %s was admitted with contextAware: true", configName)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("admission webhook %q denied the request", c.webhookName()),
+		fmt.Sprintf("[metadata.name: Forbidden: referenced by the configRef of MachinePool %s/%s]", namespace, poolName),
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("contextAware: kubectl's stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	kept := c.get(t, kubeadmConfigGVK, configName)
+	if kept.GetUID() != before.GetUID() || content(kept) != content(before) {
+		t.Errorf("contextAware: %s was replaced although its DELETE was refused: uid %s -> %s, content %q -> %q",
+			configName, before.GetUID(), kept.GetUID(), content(before), content(kept))
+	}
+	if s := c.secret(t, dataSecret); s.UID != secretBefore.UID || strings.Contains(string(s.Data["value"]), replacedContent) {
+		t.Errorf("contextAware: the data Secret %s changed: uid %s -> %s", dataSecret, secretBefore.UID, s.UID)
+	}
+
+	// The default mode: admitted, the DELETE warned.
+	since := time.Now()
+	r = c.person.run(t, "replace", "--force", "-f", file)
+	if r.err != nil {
+		t.Fatalf("kubectl replace --force in the default mode: %v\n%s", r.err, r.stderr)
+	}
+	if want := fmt.Sprintf("Warning: MachinePool %s owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)", poolName); !strings.Contains(r.stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	}
+	replaced := c.waitFor(t, kubeadmConfigGVK, configName, 3*time.Minute, "replaced, adopted by the pool again and its data secret written", func(u *unstructured.Unstructured) bool {
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return u.GetUID() != before.GetUID() && controlledByPool(u, poolName) && secret == dataSecret
+	})
+	if got := content(replaced); !strings.Contains(got, replacedContent) {
+		t.Errorf("the replaced %s holds %q, want the manifest's %q", configName, got, replacedContent)
+	}
+	// The same-named data Secret carries the new spec, and the pool still names it: nothing
+	// tells the infrastructure provider to replace an instance.
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		s := &corev1.Secret{}
+		if err := c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: dataSecret}, s); err != nil {
+			return false, nil
+		}
+		return strings.Contains(string(s.Data["value"]), replacedContent), nil
+	})
+	if err != nil {
+		t.Errorf("the data Secret %s never carried the replaced spec (CABPK log: %s)", dataSecret, c.cabpkLog)
+	}
+	pool = c.get(t, machinePoolGVK, poolName)
+	if name, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "dataSecretName"); name != dataSecret {
+		t.Errorf("the pool's dataSecretName moved to %q: a roll-out the replace should not have caused", name)
+	}
+	c.checkPersonAdmitted(t, since)
 	c.checkControllersAdmitted(t, since)
+}
+
+// secret: a Secret of the fleet's namespace.
+func (m *managementCluster) secret(t *testing.T, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, s))
+	return s
 }
 
 // v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 or v1.14, which
@@ -400,18 +508,56 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		c.admittedWithoutWarning(t, args...)
 	}
 
-	// A real edit through v1beta1 is refused, named as the v1beta1 client wrote it.
+	// Read back through v1beta1, the fields storage drops are gone: the re-applies above sent
+	// them again, and nothing was refused or warned (issue 33).
+	// CAPI's conversion marks what it converted down from storage: the policy's signal.
+	r := c.person.run(t, "get", "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io", "pool-2-a", "-n", namespace, "-o", "json")
+	var asV1beta1 unstructured.Unstructured
+	if r.err != nil || asV1beta1.UnmarshalJSON([]byte(r.stdout)) != nil {
+		t.Fatalf("kubectl get of pool-2-a through v1beta1: %v\n%s", r.err, r.stderr)
+	}
+	for _, dropped := range [][]string{
+		{"useExperimentalRetryJoin"}, {"clusterConfiguration", "networking"}, {"clusterConfiguration", "kubernetesVersion"},
+		{"clusterConfiguration", "clusterName"}, {"clusterConfiguration", "kind"}, {"joinConfiguration", "apiVersion"},
+		{"initConfiguration", "kind"}, {"files"}, // files[0] without append
+	} {
+		value, found, _ := unstructured.NestedFieldNoCopy(asV1beta1.Object, append([]string{"spec"}, dropped...)...)
+		if files, ok := value.([]any); ok && len(files) == 1 {
+			_, found = files[0].(map[string]any)["append"]
+		}
+		if found {
+			t.Errorf("read through v1beta1, pool-2-a still has spec.%s (%v): storage kept it, the re-applies above proved nothing", strings.Join(dropped, "."), value)
+		}
+	}
+	if _, ok := asV1beta1.GetAnnotations()["cluster.x-k8s.io/conversion-data"]; !ok {
+		t.Errorf("read through v1beta1, pool-2-a has no cluster.x-k8s.io/conversion-data annotation: the policy cannot tell it was converted from v1beta2")
+	}
+
+	// useExperimentalRetryJoin changed through v1beta1: nothing is stored, so the apply is
+	// admitted with the warning that it has no effect; server-side apply keeps no value of the
+	// dropped field to compare, and is admitted without one.
 	original := readFile(t, c.a.path("pool-2-a.v1beta1.yaml"))
-	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(strings.Replace(string(original), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
 	defer func() { must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), original, 0o644)) }()
+	retryJoinOff := strings.Replace(string(original), "useExperimentalRetryJoin: true", "useExperimentalRetryJoin: false", 1)
+	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(retryJoinOff), 0o644))
+	r = c.person.run(t, "apply", "-f", "pool-2-a.v1beta1.yaml")
+	noEffect := "spec.useExperimentalRetryJoin changed, no effect: the stored KubeadmConfig version has no such field"
+	if w := policyWarnings(r.stderr); r.err != nil || len(w) != 1 || !strings.Contains(w[0], noEffect) {
+		t.Errorf("useExperimentalRetryJoin changed through v1beta1: want admitted with the warning %q: %v\n%s", noEffect, r.err, r.stderr)
+	}
+	c.admittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml")
+
+	// A real edit through v1beta1 beside it is refused, named as the v1beta1 client wrote it,
+	// and only the real path is named.
+	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(strings.NewReplacer(`max-pods: "110"`, `max-pods: "64"`, "useExperimentalRetryJoin: true", "useExperimentalRetryJoin: false").Replace(string(original))), 0o644))
 	for _, args := range [][]string{
 		{"apply", "-f", "pool-2-a.v1beta1.yaml"},
 		{"apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml"},
 	} {
 		r := c.person.run(t, args...)
-		want := "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"
+		want := "[spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed]"
 		if r.err == nil || !strings.Contains(r.stderr, want) {
-			t.Errorf("kubectl %s: want a refusal naming %q: %v\n%s", strings.Join(args, " "), want, r.err, r.stderr)
+			t.Errorf("kubectl %s: want a refusal naming only %q: %v\n%s", strings.Join(args, " "), want, r.err, r.stderr)
 		}
 	}
 
@@ -426,7 +572,7 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 	}
 	templateFile := readFile(t, c.a.path("workers-md-0.v1beta1.yaml"))
 	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), []byte(strings.Replace(string(templateFile), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
-	r := c.person.run(t, append([]string{"apply"}, template...)...)
+	r = c.person.run(t, append([]string{"apply"}, template...)...)
 	if want := "spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"; r.err == nil || !strings.Contains(r.stderr, want) {
 		t.Errorf("the template edit through v1beta1: want a refusal naming %q: %v\n%s", want, r.err, r.stderr)
 	}

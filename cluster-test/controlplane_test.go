@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -26,6 +27,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -36,13 +38,16 @@ import (
 )
 
 // controlPlane is etcd and kube-apiserver started by envtest from the binaries build.sh made:
-// TLS on 127.0.0.1, RBAC, service-account tokens, and an audit log of CAPI's groups.
+// TLS on 127.0.0.1, RBAC, service-account tokens, and an audit log of CAPI's groups; and
+// kube-controller-manager beside them.
 type controlPlane struct {
 	env       *envtest.Environment
 	admin     *rest.Config
 	client    client.Client
 	clientset *kubernetes.Clientset
 	auditLog  string
+	// controllerManager is kube-controller-manager's process.
+	controllerManager *process
 	// host and port of the API server, for the Cluster's controlPlaneEndpoint.
 	host string
 	port int
@@ -70,7 +75,11 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 		Set("audit-policy-file", auditPolicy).
 		Set("audit-log-path", cp.auditLog).
 		Set("audit-log-format", "json").
-		Set("service-account-max-token-expiration", "24h")
+		Set("service-account-max-token-expiration", "24h").
+		// A webhook or APIService named by its Service is reached at the Service's endpoints (its
+		// EndpointSlices, kube-controller-manager's), not its ClusterIP, which no kube-proxy
+		// routes here: Kubewarden's webhooks (TestKubewardenStack). CAPI's are registered by URL.
+		Set("enable-aggregator-routing", "true")
 	cfg, err := cp.env.Start()
 	if err != nil {
 		t.Fatalf("start etcd and kube-apiserver (logs: %s, %s): %v", a.path("etcd.log"), a.path("kube-apiserver.log"), err)
@@ -86,7 +95,54 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 	cp.clientset, err = kubernetes.NewForConfig(cfg)
 	must(t, err)
 	cp.host, cp.port = splitHostPort(t, api.SecureServing.ListenAddr.HostPort())
+	cp.startControllerManager(t, a, bin, api.CertDir)
 	return cp
+}
+
+// startControllerManager runs kube-controller-manager beside kube-apiserver, as kubeadm runs it
+// on a control plane node: the Deployment, ReplicaSet and EndpointSlice controllers, the
+// garbage collector, ClusterRole aggregation, every namespace's default ServiceAccount and
+// service-account token Secrets. With --use-service-account-credentials each controller acts
+// as its own ServiceAccount in kube-system (the garbage collector as
+// system:serviceaccount:kube-system:generic-garbage-collector, which the policy's rule 4
+// names), with a token it requests for it; its legacy token Secrets are signed with envtest's
+// service-account key, the one kube-apiserver verifies. The default controllers only
+// (kubeadm adds bootstrapsigner and tokencleaner); no lease (one manager); serving on
+// 127.0.0.1 only, for /healthz, which it answers without authentication (no
+// --authentication-kubeconfig: envtest's kube-apiserver has no front-proxy CA to delegate to).
+func (cp *controlPlane) startControllerManager(t *testing.T, a *artifacts, bin, apiCertDir string) {
+	t.Helper()
+	kubeconfig := a.path("kubeconfig-kube-controller-manager")
+	must(t, os.WriteFile(kubeconfig, cp.adminKubeconfig(t), 0o600))
+	rootCA := a.path("kube-apiserver-ca.crt")
+	must(t, os.WriteFile(rootCA, cp.admin.CAData, 0o644))
+	port := freePort(t)
+	cp.controllerManager = startProcess(t, a, "kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), []string{
+		"--kubeconfig=" + kubeconfig,
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file=" + filepath.Join(apiCertDir, "sa-signer.key"),
+		"--root-ca-file=" + rootCA,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + a.path("kube-controller-manager-certs"),
+	})
+	// Its serving certificate is self-signed, as a kubelet's probe of it does not verify.
+	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	waitHTTP(t, cp.controllerManager, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), 2*time.Minute, probe)
+}
+
+// waitServiceAccount waits for a ServiceAccount that kube-controller-manager creates (a
+// namespace's default).
+func (cp *controlPlane) waitServiceAccount(t *testing.T, namespace, name string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &corev1.ServiceAccount{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("no ServiceAccount %s/%s after a minute: kube-controller-manager's serviceaccount controller creates it (log: %s)", namespace, name, cp.controllerManager.log)
+	}
 }
 
 // user is a person: a client certificate for name in groups, as kubectl uses it.

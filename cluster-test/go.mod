@@ -2,6 +2,9 @@ module github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cl
 
 go 1.24.0
 
+// The reflection that checks testdata/storage-facts.txt (storagefacts_test.go), shared with capi/*.
+replace github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts => ./storagefacts
+
 replace k8s.io/api => k8s.io/api v0.34.3
 
 replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.34.3
@@ -65,6 +68,7 @@ replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.3
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.34.3
 
 require (
+	github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts v0.0.0
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.62.0

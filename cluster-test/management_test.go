@@ -35,6 +35,15 @@ type managementCluster struct {
 // settings changed by settings.
 func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certificates, settings map[string]any) *managementCluster {
 	t.Helper()
+	m := startCAPI(t, a, bin, ca)
+	m.startPolicy(t, bin, settings)
+	return m
+}
+
+// startCAPI starts the control plane and installs CAPI as clusterctl installs it, with nothing
+// in front yet.
+func startCAPI(t *testing.T, a *artifacts, bin string, ca *certificates) *managementCluster {
+	t.Helper()
 	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
 	m.cp = startControlPlane(t, a, bin)
 	{ // CAPI as clusterctl installs it.
@@ -62,7 +71,6 @@ func startManagementCluster(t *testing.T, a *artifacts, bin string, ca *certific
 		m.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
 		m.capiLog, m.cabpkLog = core.process.log, kubeadm.process.log
 	}
-	m.startPolicy(t, bin, settings)
 	return m
 }
 
@@ -92,7 +100,13 @@ func (m *managementCluster) startPolicy(t *testing.T, bin string, settings map[s
 		m.server.start(a, settings)
 		registerWebhook(t, m.cp, m.policy, m.server, ca.caPEM)
 	}
-	// A person, not a controller: a platform engineer with cluster-admin.
+	m.addPerson(t, bin)
+}
+
+// addPerson makes the person, not a controller: a platform engineer with cluster-admin.
+func (m *managementCluster) addPerson(t *testing.T, bin string) {
+	t.Helper()
+	a := m.a
 	m.person = kubectl{bin: filepath.Join(bin, "kubectl"), kubeconfig: m.cp.user(t, a, m.personName, "platform-team"), dir: a.dir}
 	m.cp.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: m.personName})
 }

@@ -12,6 +12,8 @@
 # CAPI_VERSIONS="v1.14.2" runs only the releases it names.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source=SCRIPTDIR/hack/go-modules.sh
+. hack/go-modules.sh
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # CAPI_MODULES=. (as make cluster-soak sets) runs this module's release only.
 read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
@@ -21,9 +23,25 @@ read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
 read -r -a extra_modules <<<"${CAPI_EXTRA_MODULES-v1.10 rke2-v0.20}"
 for module in "${extra_modules[@]}"; do capi/build.sh "$module" >/dev/null; done
 go vet ./...
-go test -count=1 -run 'TestStaging' .
+go test -count=1 -run '^(TestStaging.*|TestBuildStepsOnAnEmptyModuleCache|TestStorageFacts.*)$' .
+# testdata/storage-facts.txt (../docs/stored-versions.md): each module checks the lines of the
+# releases it pins against their Go types, this one's above; storagefacts/ is the reflection
+# they share. As capi/build.sh builds (CGO_ENABLED=0, -trimpath), so its compiled packages are
+# reused.
+(cd storagefacts && go test -count=1 .)
+for module in capi/v1.14 capi/v1.10 capi/rke2-v0.20; do
+	(cd "$module" && CGO_ENABLED=0 go test -trimpath -count=1 -run '^TestStorageFacts' .)
+done
 test_binary=../target/cluster-test.test
 go test -c -o "$test_binary" .
+# TestKubewardenStack renders Kubewarden's charts with Helm, a Go module of its own
+# (kubewarden/: its k8s.io libraries are not this module's, and its go.sum keys no binary of
+# build.sh); built only when the charts are given.
+if [ -n "${KUBEWARDEN_CHARTS:-}" ]; then
+	KUBEWARDEN_RENDER=$(cd ../target && pwd)/kubewarden-render
+	(cd kubewarden && go build -o "$KUBEWARDEN_RENDER" .)
+	export KUBEWARDEN_RENDER
+fi
 
 if unshare --net true 2>/dev/null; then
 	netns=(unshare --net)
@@ -37,22 +55,29 @@ fi
 command -v ip >/dev/null || { echo "cluster-test: no ip command: apt-get install iproute2" >&2; exit 1; }
 
 # run_tests PATTERN [VAR=value...]: the compiled test's PATTERN in the private network
-# namespace, with those variables set.
+# namespace, with those variables set. The namespace's loopback also carries the Pods' network
+# (CLUSTER_TEST_POD_NETWORK: the node's address and prefix; on lo every address of the prefix
+# is local): TestKubewardenStack's kubelet stand-in gives each Pod one of them, as a Pod's own
+# network namespace would have one (kube-apiserver reaches a webhook Service's endpoints, which
+# may not be in 127.0.0.0/8).
+pod_network=10.244.0.1/24
 run_tests() {
 	local pattern=$1
 	shift
 	# shellcheck disable=SC2016 # $0 is expanded by the inner shell: the test binary.
-	env "$@" GOPROXY=off "${netns[@]}" sh -c \
-		'ip link set lo up && exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
+	env "$@" GOPROXY=off CLUSTER_TEST_POD_NETWORK="$pod_network" "${netns[@]}" sh -c \
+		'ip link set lo up && ip addr add "$CLUSTER_TEST_POD_NETWORK" dev lo &&
+		exec "$0" -test.v -test.timeout "$1" -test.run "$2"' "$test_binary" \
 		"${CLUSTER_TEST_TIMEOUT:-30m}" "$pattern"
 }
 
 failed=()
 for module in "${capi_modules[@]}"; do
-	release=$(cd "$module" && go list -m -f '{{.Version}} {{.Dir}}' sigs.k8s.io/cluster-api)
-	read -r version dir <<<"$release"
+	if [ "${CLUSTER_TEST_RUN:-}" = TestKubewardenStack ]; then break; fi # once, below
+	version=$(cd "$module" && pinned_version sigs.k8s.io/cluster-api)
 	if [ -n "${CAPI_VERSIONS:-}" ] && [[ " $CAPI_VERSIONS " != *" $version "* ]]; then continue; fi
 	bin=$(./build.sh "$module")
+	dir=$(cd "$module" && module_dir sigs.k8s.io/cluster-api)
 	echo "cluster-test: CAPI $version ($module), binaries in $bin" >&2
 	run_tests "${CLUSTER_TEST_RUN:-TestCluster}" CLUSTER_BIN="$bin" CAPI_MODULE_DIR="$dir" CAPI_VERSION="$version" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version" ||
@@ -65,6 +90,14 @@ if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
 	run_tests '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' CLUSTER_BIN="$(./build.sh .)" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
 		failed+=("v1.10.10 (TestV1beta1Era, TestProviderWebhooks or TestRKE2DefaulterNumbers; logs in ../target/cluster-test/<test>/)")
+fi
+# TestKubewardenStack (kubewarden_test.go): Kubewarden installed from its charts in front of
+# CAPI v1.12.10, once, logs in ../target/cluster-test/TestKubewardenStack/; it skips, saying
+# so, without Kubewarden's tools (KUBEWARDEN_CONTROLLER, POLICY_SERVER, KWCTL, KUBEWARDEN_CHARTS).
+if { [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; } || [ "${CLUSTER_TEST_RUN:-}" = TestKubewardenStack ]; then
+	run_tests '^TestKubewardenStack$' CLUSTER_BIN="$(./build.sh .)" \
+		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
+		failed+=("v1.12.10 (TestKubewardenStack; logs in ../target/cluster-test/TestKubewardenStack/)")
 fi
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "cluster-test: ${CLUSTER_TEST_RUN:-TestCluster} failed with CAPI ${failed[*]} (logs in ../target/cluster-test/<version>/)" >&2

@@ -324,6 +324,17 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 			}
 		}
 	})
+	step(t, "useExperimentalRetryJoin, stored in v1beta1, changed is refused as an edit", func(t *testing.T) {
+		// CAPI v1.10 stores v1beta1: nothing is converted, the field is stored and rendered
+		// into the join of new nodes only. (On v1beta2 storage the same apply is admitted with a
+		// no-effect warning: TestCluster's v1beta1 step.)
+		edited := strings.Replace(string(readFile(t, a.path("era.yaml"))), "useExperimentalRetryJoin: false", "useExperimentalRetryJoin: true", 1)
+		must(t, os.WriteFile(a.path("era-retry-join.yaml"), []byte(edited), 0o644))
+		r := m.person.run(t, "apply", "-f", "era-retry-join.yaml")
+		if want := "[spec.useExperimentalRetryJoin: Forbidden: added]"; r.err == nil || !strings.Contains(r.stderr, want) {
+			t.Errorf("want a refusal naming only %q: %v\n%s", want, r.err, r.stderr)
+		}
+	})
 	step(t, "no controller write was refused by the policy in the whole run", func(t *testing.T) {
 		m.checkControllersAdmitted(t, time.Time{})
 		m.checkControllersJudged(t, true)

@@ -7,19 +7,22 @@
 # (etcd, kube-apiserver, kubectl) stays build.sh's, one folder up.
 set -euo pipefail
 cd "$(dirname "$0")/$1"
+# shellcheck source=SCRIPTDIR/../hack/go-modules.sh
+. ../../hack/go-modules.sh
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
 name=$(basename "$PWD")
-out=$(cd ../../.. && pwd)/target/cluster-bin/$name-$(sha256sum go.sum | cut -c1-12)
+out=$(bin_root)/$name-$(sha256sum go.sum | cut -c1-12)
 if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
 mkdir -p "$out"
 
 date=$(date -u -d @"${SOURCE_DATE_EPOCH:-0}" +%Y-%m-%dT%H:%M:%SZ)
-# -e: tools.go imports programs, which go list reports as an error of the import.
+# -e: tools.go imports programs, which go list reports as an error of the import. (Not -find:
+# it lists no imports of a package it does not load.)
 pkgs=$(go list -e -tags tools -f '{{join .Imports " "}}' .)
 [ -n "$pkgs" ] || { echo "capi/build.sh: $1/tools.go imports nothing" >&2; exit 1; }
 for pkg in $pkgs; do
-	module=$(go list -f '{{.Module.Path}}' "$pkg")
-	version=$(go list -m -f '{{.Version}}' "$module")
+	module=$(go list -find -f '{{.Module.Path}}' "$pkg")
+	version=$(pinned_version "$module")
 	case $pkg in
 	sigs.k8s.io/cluster-api) bin=capi-manager ;;
 	sigs.k8s.io/cluster-api/bootstrap/kubeadm) bin=capi-kubeadm-bootstrap-manager ;;
@@ -32,8 +35,7 @@ for pkg in $pkgs; do
 	v=$module/version
 	major=${version#v}; major=${major%%.*}
 	ldflags="-s -w -X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitTreeState=clean -X $v.buildDate=$date"
-	echo "cluster-test: building $bin ($pkg $version)" >&2
-	go build -trimpath -ldflags "$ldflags" -o "$out/$bin" "$pkg"
+	go_build "$bin" "$pkg" "$ldflags" "$out"
 done
 touch "$out/.complete"
 echo "$out"

@@ -4,7 +4,17 @@ module github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cl
 
 go 1.24.0
 
-require github.com/rancher/cluster-api-provider-rke2 v0.20.1
+// The reflection that checks ../../testdata/storage-facts.txt (storagefacts_test.go).
+replace github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts => ../../storagefacts
+
+require github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts v0.0.0
+
+require (
+	github.com/rancher/cluster-api-provider-rke2 v0.20.1
+	k8s.io/apimachinery v0.32.3
+	sigs.k8s.io/controller-runtime v0.20.4
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	cel.dev/expr v0.20.0 // indirect
@@ -101,7 +111,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.32.3 // indirect
 	k8s.io/apiextensions-apiserver v0.32.3 // indirect
-	k8s.io/apimachinery v0.32.3 // indirect
 	k8s.io/apiserver v0.32.3 // indirect
 	k8s.io/client-go v0.32.3 // indirect
 	k8s.io/cluster-bootstrap v0.32.3 // indirect
@@ -111,8 +120,6 @@ require (
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.0 // indirect
 	sigs.k8s.io/cluster-api v1.10.5 // indirect
-	sigs.k8s.io/controller-runtime v0.20.4 // indirect
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

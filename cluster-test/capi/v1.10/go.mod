@@ -5,10 +5,18 @@ module github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cl
 
 go 1.24.0
 
+// The reflection that checks ../../testdata/storage-facts.txt (storagefacts_test.go).
+replace github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts => ../../storagefacts
+
+require github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts v0.0.0
+
 require (
 	github.com/k3s-io/cluster-api-k3s v0.3.1
 	github.com/rancher/cluster-api-provider-rke2 v0.21.0
+	k8s.io/apimachinery v0.32.3
 	sigs.k8s.io/cluster-api v1.10.10
+	sigs.k8s.io/controller-runtime v0.20.4
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -127,7 +135,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.32.3 // indirect
 	k8s.io/apiextensions-apiserver v0.32.3 // indirect
-	k8s.io/apimachinery v0.32.3 // indirect
 	k8s.io/apiserver v0.32.3 // indirect
 	k8s.io/client-go v0.32.3 // indirect
 	k8s.io/cluster-bootstrap v0.32.3 // indirect
@@ -136,8 +143,6 @@ require (
 	k8s.io/kube-openapi v0.0.0-20241105132330-32ad38e42d3f // indirect
 	k8s.io/utils v0.0.0-20241104100929-3ea5e8cea738 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.0 // indirect
-	sigs.k8s.io/controller-runtime v0.20.4 // indirect
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

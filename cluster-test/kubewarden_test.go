@@ -1,0 +1,907 @@
+package clustertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// kubewarden are Kubewarden's own tools, as its users run them: .ci/run hands them on from
+// Kubewarden's release (KUBEWARDEN_CONTROLLER, POLICY_SERVER, KWCTL, KUBEWARDEN_CHARTS), run.sh
+// builds the chart renderer (cluster-test/kubewarden, Helm as a Go module: KUBEWARDEN_RENDER).
+type kubewarden struct {
+	controller, policyServer, kwctl, charts, render string
+	// auditScanner (AUDIT_SCANNER) is optional: without it the audit step is skipped.
+	auditScanner string
+}
+
+// The release names and namespace of Kubewarden's documentation (`helm install --namespace
+// kubewarden --create-namespace kubewarden-crds kubewarden/kubewarden-crds`, and so on), in
+// the order it installs the charts.
+var kubewardenCharts = []string{"kubewarden-crds", "kubewarden-controller", "kubewarden-defaults"}
+
+var (
+	policyServerGVK           = schema.GroupVersionKind{Group: "policies.kubewarden.io", Version: "v1", Kind: "PolicyServer"}
+	clusterAdmissionPolicyGVK = schema.GroupVersionKind{Group: "policies.kubewarden.io", Version: "v1", Kind: "ClusterAdmissionPolicy"}
+)
+
+// kubewardenTools are the tools from the environment; without one of them the test is skipped,
+// saying what did not run.
+func kubewardenTools(t *testing.T) kubewarden {
+	t.Helper()
+	k := kubewarden{
+		controller: os.Getenv("KUBEWARDEN_CONTROLLER"), policyServer: os.Getenv("POLICY_SERVER"),
+		kwctl: os.Getenv("KWCTL"), charts: os.Getenv("KUBEWARDEN_CHARTS"), render: os.Getenv("KUBEWARDEN_RENDER"),
+		auditScanner: os.Getenv("AUDIT_SCANNER"),
+	}
+	var missing []string
+	for name, value := range map[string]string{"KUBEWARDEN_CONTROLLER": k.controller, "POLICY_SERVER": k.policyServer, "KWCTL": k.kwctl, "KUBEWARDEN_CHARTS": k.charts} {
+		if value == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		t.Skipf("not run: Kubewarden's charts, controller and policy-server in front of CAPI (no %s; .ci/run sets them from Kubewarden's release)", strings.Join(missing, ", "))
+	}
+	if k.render == "" {
+		t.Fatal("KUBEWARDEN_RENDER is not set: run.sh builds the chart renderer (cluster-test/kubewarden) when KUBEWARDEN_CHARTS is set")
+	}
+	for _, tool := range []string{k.controller, k.policyServer, k.kwctl, k.render, filepath.Join(k.charts, "kubewarden-crds", "Chart.yaml")} {
+		if _, err := os.Stat(tool); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := exec.LookPath("docker-registry"); err != nil {
+		t.Fatal("no docker-registry (the test's OCI registry): .ci/system-packages kubewarden installs it")
+	}
+	return k
+}
+
+// stack is the management cluster with Kubewarden installed in front of CAPI.
+type stack struct {
+	*managementCluster
+	tools kubewarden
+	node  *node
+	// registry is host:port of the test's OCI registry; module the policy's module in it.
+	registry, module string
+	// policyFile is policy.yaml with its module rewritten to the registry, in the artifacts.
+	policyFile string
+	bin        string
+	// root is the whole test: what a step starts (the registry) outlives the step.
+	root *testing.T
+	// stops are the times a policy-server Pod stopped (a rollout's end, a Pod deleted): a
+	// request in flight to it then may fail open (noneRefused).
+	stops []window
+}
+
+// window is a span of time.
+type window struct{ from, to time.Time }
+
+func (w window) contains(t time.Time) bool { return !t.Before(w.from) && !t.After(w.to) }
+
+// reportStopFailures logs the requests since the time that failed open while a policy-server
+// Pod stopped, and records the window: policy-server 1.35 exits on SIGTERM without draining
+// and kube-apiserver keeps its connections to a Pod until they close, so a request in flight
+// to the stopping Pod is reset and, failurePolicy Ignore, admitted without the policy's answer.
+func (s *stack) reportStopFailures(t *testing.T, since time.Time) {
+	t.Helper()
+	s.stops = append(s.stops, window{since, time.Now()})
+	for _, e := range failedOpen(s.eventsSince(t, since), s.webhookName()) {
+		t.Logf("failed open as a policy-server Pod stopped with the request in flight: %s", e)
+	}
+}
+
+// TestKubewardenStack: Kubewarden installed as its charts install it, in front of CAPI, the
+// policy applied from policy.yaml and served from the module the real kwctl pushed to an OCI
+// registry; then the README's path, as a person follows it.
+func TestKubewardenStack(t *testing.T) {
+	tools := kubewardenTools(t)
+	ctrllog.SetLogger(logr.Discard())
+	bin := clusterBinaries(t)
+	a := testArtifacts(t)
+	ca := newCA(t)
+	started := time.Now()
+	s := &stack{managementCluster: startCAPI(t, a, bin, ca), tools: tools, bin: bin, root: t}
+	s.policy = readPolicy(t)
+	s.addPerson(t, bin)
+	binaries := map[string]string{"kubewarden-controller": tools.controller, "policy-server": tools.policyServer}
+	if tools.auditScanner != "" {
+		binaries["audit-scanner"] = tools.auditScanner
+	}
+	s.node = startNode(t, a, s.cp, kubewardenNamespace, binaries)
+	t.Logf("control plane and CAPI up in %s", time.Since(started).Round(time.Second))
+	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
+		must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
+	}
+
+	step(t, "the charts installed: the controller and the default PolicyServer run from their Deployments", s.installCharts)
+	step(t, "the module pushed with kwctl and policy.yaml applied: the policy is active", s.applyPolicy)
+	step(t, "the controller's ValidatingWebhookConfiguration against the one the test builds by hand", s.compareWebhook)
+	step(t, "CAPI brings a pool up behind Kubewarden, every controller write admitted", s.bringUpPool)
+	step(t, "re-applying unchanged manifests is admitted without a warning", s.reapply)
+	step(t, "monitor: a person's in-place edit of the config in use is admitted, the refusal it would be only in policy-server's log", s.monitorEdit)
+	step(t, "kubectl patch to protect: the policy-server rolls out, CABPK's writes admitted, then the same edit is refused with the paths", s.protect)
+	step(t, "protect -> monitor is refused by the controller", s.protectToMonitor)
+	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", s.personEdits)
+	step(t, "CABPK rotates the pool's token three times, each admitted without a warning", s.tokenRotations)
+	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", s.rotation)
+	step(t, "the README's lookup RBAC bound to the chart's ServiceAccount: contextAware warns the rotated-out edit, refuses the referenced DELETE", s.contextAware)
+	step(t, "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", s.replicaDeleted)
+	step(t, "kubectl delete machinepool completes in every cascade, with and without contextAware, CAPI's and the garbage collector's deletes admitted", s.machinePoolDeletion)
+	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", s.v1beta1Clients)
+	step(t, "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", s.outage)
+	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role", s.auditScan)
+	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run", s.noneRefused)
+	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
+}
+
+// render is `helm install`'s rendering of a chart with its default values (cluster-test/kubewarden).
+func (s *stack) render(t *testing.T, chart string) []*unstructured.Unstructured {
+	t.Helper()
+	cmd := exec.Command(s.tools.render, "-namespace", kubewardenNamespace, "-kube-version", "v1.34.3", chart, filepath.Join(s.tools.charts, chart))
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if e, ok := err.(*exec.ExitError); ok {
+			stderr = string(e.Stderr)
+		}
+		t.Fatalf("render %s: %v\n%s", chart, err, stderr)
+	}
+	must(t, os.WriteFile(s.a.path(chart+".yaml"), out, 0o644))
+	return readObjects(t, out)
+}
+
+// personClient is a client with the person's kubeconfig: helm runs as the person.
+func (s *stack) personClient(t *testing.T) client.Client {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.person.kubeconfig)
+	must(t, err)
+	c, err := client.New(cfg, client.Options{})
+	must(t, err)
+	return c
+}
+
+func (s *stack) installCharts(t *testing.T) {
+	ctx := context.Background()
+	c := s.personClient(t)
+	// --create-namespace: Helm labels the namespace it creates with its name.
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubewardenNamespace, Labels: map[string]string{"name": kubewardenNamespace}}}))
+	for _, chart := range kubewardenCharts {
+		begin := time.Now()
+		objects := s.render(t, chart)
+		var crds []string
+		for _, obj := range objects {
+			namespaced, err := c.IsObjectNamespaced(obj)
+			if err == nil && namespaced && obj.GetNamespace() == "" {
+				obj.SetNamespace(kubewardenNamespace)
+			}
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatalf("helm install %s: create %s %s: %v", chart, obj.GetKind(), obj.GetName(), err)
+			}
+			if obj.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, obj.GetName())
+			}
+		}
+		waitEstablished(t, s.cp, crds)
+		// helm install --wait: every Deployment of the chart available.
+		for _, obj := range objects {
+			if obj.GetKind() == "Deployment" {
+				s.waitDeployment(t, obj.GetName(), 3*time.Minute)
+			}
+		}
+		if chart == "kubewarden-defaults" {
+			// The default PolicyServer: the controller makes its Deployment.
+			s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+		}
+		t.Logf("helm install %s: %d objects, ready in %s", chart, len(objects), time.Since(begin).Round(time.Second))
+	}
+}
+
+// waitDeployment waits for a Deployment of Kubewarden's namespace to be rolled out: every
+// replica updated and available, no old Pod left.
+func (s *stack) waitDeployment(t *testing.T, name string, timeout time.Duration) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, d); err != nil {
+			return false, nil
+		}
+		replicas := int32(1)
+		if d.Spec.Replicas != nil {
+			replicas = *d.Spec.Replicas
+		}
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != replicas ||
+			d.Status.AvailableReplicas != replicas || d.Status.Replicas != replicas {
+			return false, nil
+		}
+		// And the old Pods gone, not only scaled away: a terminating policy-server still holds
+		// kube-apiserver's connections.
+		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+		if err != nil {
+			return false, err
+		}
+		pods := &corev1.PodList{}
+		if err := s.cp.client.List(ctx, pods, client.InNamespace(kubewardenNamespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			return false, nil
+		}
+		return int32(len(pods.Items)) == replicas, nil
+	})
+	if err != nil {
+		t.Fatalf("Deployment %s/%s not rolled out after %s: %+v (node: %s, kube-controller-manager: %s)", kubewardenNamespace, name, timeout, d.Status, s.a.path("node.log"), s.cp.controllerManager.log)
+	}
+}
+
+// startRegistry runs Debian's docker-registry on 127.0.0.1, plain HTTP, its storage in the
+// artifacts, until the test ends.
+func (s *stack) startRegistry() string {
+	t := s.root
+	t.Helper()
+	port := freePort(t)
+	dir := s.a.path("registry")
+	must(t, os.MkdirAll(filepath.Join(dir, "storage"), 0o755))
+	config := filepath.Join(dir, "config.yml")
+	must(t, os.WriteFile(config, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%d\n", filepath.Join(dir, "storage"), port)), 0o644))
+	bin, err := exec.LookPath("docker-registry")
+	must(t, err)
+	p := startProcess(t, s.a, "docker-registry", bin, []string{"serve", config})
+	waitHTTP(t, p, fmt.Sprintf("http://127.0.0.1:%d/v2/", port), time.Minute, nil)
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+func (s *stack) applyPolicy(t *testing.T) {
+	s.registry = s.startRegistry()
+	sources := s.a.path("kwctl-sources.yaml")
+	must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.registry)), 0o644))
+	module, err := filepath.Abs(filepath.Join("..", "annotated-policy.wasm"))
+	must(t, err)
+	if m := os.Getenv("ANNOTATED_POLICY"); m != "" {
+		module = m
+	}
+	// The tag policy.yaml names, in the test's registry.
+	original := string(readFile(t, filepath.Join("..", "policy.yaml")))
+	moduleLine := regexp.MustCompile(`(?m)^(  module: )registry://[^/]+/(.*)$`)
+	match := moduleLine.FindStringSubmatch(original)
+	if match == nil {
+		t.Fatal("policy.yaml has no `  module: registry://...` line")
+	}
+	s.module = "registry://" + s.registry + "/" + match[2]
+	push := exec.Command(s.tools.kwctl, "push", "--sources-path", sources, module, s.module)
+	out, err := push.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kwctl push %s: %v\n%s", s.module, err, out)
+	}
+	t.Logf("kwctl push %s:\n%s", s.module, out)
+
+	// The default PolicyServer may pull from the registry over plain HTTP, as a user with a
+	// private registry sets it (the chart's policyServer.insecureSources).
+	r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.registry))
+	if r.err != nil {
+		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+	}
+	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+
+	// policy.yaml with only its module changed.
+	s.policyFile = "policy.yaml"
+	rewritten := moduleLine.ReplaceAllString(original, "${1}"+s.module)
+	must(t, os.WriteFile(s.a.path(s.policyFile), []byte(rewritten), 0o644))
+	r = s.person.run(t, "apply", "-f", s.policyFile)
+	if r.err != nil {
+		t.Fatalf("kubectl apply -f policy.yaml: %v\n%s", r.err, r.stderr)
+	}
+	s.waitPolicy(t, "active", 3*time.Minute)
+}
+
+// waitPolicy waits for the ClusterAdmissionPolicy's status.policyStatus.
+func (s *stack) waitPolicy(t *testing.T, status string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := s.cp.client.Get(ctx, client.ObjectKey{Name: s.policy.Metadata.Name}, u); err != nil {
+			return false, nil
+		}
+		got, _, _ := unstructured.NestedString(u.Object, "status", "policyStatus")
+		return got == status, nil
+	})
+	if err != nil {
+		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", s.policy.Metadata.Name, status, timeout,
+			toYAML(t, []*unstructured.Unstructured{u}), s.a.path("pod-policy-server-default-*.log"))
+	}
+	return u
+}
+
+// compareWebhook reports how the controller's ValidatingWebhookConfiguration differs from the
+// one policy_test.go builds by hand, field by field; the fields that decide which requests the
+// policy sees and how a failure is handled must be equal.
+func (s *stack) compareWebhook(t *testing.T) {
+	real := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Name: s.policy.policyID()}, real))
+	out, err := json.MarshalIndent(real, "", "  ")
+	must(t, err)
+	must(t, os.WriteFile(s.a.path("controller-webhook.json"), out, 0o644))
+	// The hand-made one as the API server would store it (its defaults: a rule's scope "*", an
+	// empty objectSelector), by a server-side dry-run under another name.
+	hand := s.policy.webhookConfiguration("https://policy-server.invalid", nil)
+	hand.Name += "-by-hand"
+	must(t, s.cp.client.Create(context.Background(), hand, client.DryRunAll))
+	if len(real.Webhooks) != 1 {
+		t.Fatalf("the controller's %s has %d webhooks, want 1:\n%s", real.Name, len(real.Webhooks), out)
+	}
+	w, h := real.Webhooks[0], hand.Webhooks[0]
+	fields := []struct {
+		name       string
+		real, hand any
+		// decides: a difference changes which requests reach the policy or what a failure does.
+		decides bool
+	}{
+		{"name", w.Name, h.Name, true},
+		{"metadata.name", real.Name, strings.TrimSuffix(hand.Name, "-by-hand"), true},
+		{"rules", w.Rules, h.Rules, true},
+		{"failurePolicy", w.FailurePolicy, h.FailurePolicy, true},
+		{"matchPolicy", w.MatchPolicy, h.MatchPolicy, true},
+		{"namespaceSelector", w.NamespaceSelector, h.NamespaceSelector, true},
+		{"objectSelector", w.ObjectSelector, h.ObjectSelector, true},
+		{"sideEffects", w.SideEffects, h.SideEffects, true},
+		{"timeoutSeconds", w.TimeoutSeconds, h.TimeoutSeconds, true},
+		{"admissionReviewVersions", w.AdmissionReviewVersions, h.AdmissionReviewVersions, true},
+		{"matchConditions", w.MatchConditions, h.MatchConditions, true},
+		{"clientConfig.service", w.ClientConfig.Service, h.ClientConfig.Service, false},
+		{"clientConfig.url", w.ClientConfig.URL, h.ClientConfig.URL, false},
+		{"clientConfig.caBundle", len(w.ClientConfig.CABundle) > 0, len(h.ClientConfig.CABundle) > 0, false},
+		{"metadata.labels", real.Labels, hand.Labels, false},
+		{"metadata.annotations", real.Annotations, hand.Annotations, false},
+		{"metadata.ownerReferences", real.OwnerReferences, hand.OwnerReferences, false},
+	}
+	var report []string
+	for _, f := range fields {
+		if equalJSON(f.real, f.hand) {
+			continue
+		}
+		line := fmt.Sprintf("%s: controller %s, by hand %s", f.name, compactJSON(f.real), compactJSON(f.hand))
+		report = append(report, line)
+		if f.decides {
+			t.Errorf("the hand-made webhook differs where it matters: %s", line)
+		}
+	}
+	if w.ClientConfig.Service != nil {
+		svc := w.ClientConfig.Service
+		t.Logf("the controller's webhook calls Service %s/%s port %d path %s", svc.Namespace, svc.Name, ptrValue(svc.Port), ptrValue(svc.Path))
+	}
+	text := "The controller's ValidatingWebhookConfiguration " + real.Name + " against policy_test.go's, where they differ:\n  " + strings.Join(report, "\n  ") + "\n"
+	must(t, os.WriteFile(s.a.path("webhook-differences.txt"), []byte(text), 0o644))
+	t.Log(text)
+}
+
+func ptrValue[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	var xa, ya any
+	_ = json.Unmarshal(x, &xa)
+	_ = json.Unmarshal(y, &ya)
+	return reflect.DeepEqual(xa, ya)
+}
+
+func compactJSON(v any) string {
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+func (s *stack) bringUpPool(t *testing.T) {
+	s.createCluster(t)
+	for _, file := range []string{"pool-1-a.yaml", "pool-1.yaml"} {
+		r := s.person.run(t, "apply", "-f", file)
+		if r.err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		}
+	}
+	s.provisionInfrastructure(t, poolName)
+	s.waitFor(t, kubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token and data secret filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return controlledByPool(u, poolName) && token != "" && secret == "pool-1-a"
+	})
+	s.checkControllersAdmitted(t, time.Time{})
+}
+
+// editConfig is the person's edit of the config in use: the sysctl changed in pool-1-a.yaml
+// and applied, as in TestCluster's personEdits.
+func (s *stack) editConfig(t *testing.T, from, to string) kubectlResult {
+	t.Helper()
+	original := string(readFile(t, s.a.path("pool-1-a.yaml")))
+	edited := strings.Replace(original, from, to, 1)
+	if edited == original {
+		t.Fatalf("pool-1-a.yaml has no %q", from)
+	}
+	must(t, os.WriteFile(s.a.path("pool-1-a-edited.yaml"), []byte(edited), 0o644))
+	return s.person.run(t, "apply", "-f", "pool-1-a-edited.yaml")
+}
+
+// monitorEdit: in monitor policy-server admits what the policy refuses, dropping the refusal
+// from its answer (its status and message; the policy's warnings would be kept, and a refusal
+// carries none): kubectl prints nothing of it, and the refusal, paths and all, is in
+// policy-server's log ("policy evaluation (monitor mode)").
+func (s *stack) monitorEdit(t *testing.T) {
+	since := time.Now()
+	const refusal = "spec.files[0].content: Forbidden: changed"
+	before := s.monitorRefusals(t, refusal)
+	r := s.editConfig(t, "262144", "524288")
+	if r.err != nil {
+		t.Fatalf("in monitor the edit was refused: %v\n%s", r.err, r.stderr)
+	}
+	if w := policyWarnings(r.stderr); len(w) > 0 {
+		t.Errorf("in monitor kubectl printed a warning of the policy: %q", w)
+	}
+	var logged []string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		logged = s.monitorRefusals(t, refusal)
+		return len(logged) > len(before), nil
+	})
+	if err != nil {
+		t.Errorf("policy-server's log has no monitor-mode refusal naming %s after the edit", refusal)
+	} else {
+		t.Logf("policy-server logged the refusal it did not send:\n%s", logged[len(logged)-1])
+	}
+	// The person puts it back (an edit too, admitted in monitor).
+	if r := s.person.run(t, "apply", "-f", "pool-1-a.yaml"); r.err != nil {
+		t.Fatalf("kubectl apply -f pool-1-a.yaml: %v\n%s", r.err, r.stderr)
+	}
+	s.checkPersonAdmitted(t, since)
+	s.checkControllersAdmitted(t, since)
+}
+
+// monitorRefusals: the lines of the policy-server Pods' logs where policy-server, in monitor,
+// logged a refusal of the policy containing text.
+func (s *stack) monitorRefusals(t *testing.T, text string) []string {
+	t.Helper()
+	logs, err := filepath.Glob(s.a.path("pod-policy-server-*.log"))
+	must(t, err)
+	var lines []string
+	for _, log := range logs {
+		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
+			if strings.Contains(line, "policy evaluation (monitor mode)") && strings.Contains(line, "allowed: false") && strings.Contains(line, text) {
+				lines = append(lines, line)
+			}
+		}
+	}
+	return lines
+}
+
+func (s *stack) protect(t *testing.T) {
+	since := time.Now()
+	deployment := &appsv1.Deployment{}
+	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, deployment))
+	generation := deployment.Generation
+	// The README's command.
+	r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"protect"}}`)
+	if r.err != nil {
+		t.Fatalf("kubectl patch to protect: %v\n%s", r.err, r.stderr)
+	}
+	// The controller writes the new policies.yml and rolls the policy-server out again.
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, deployment); err != nil {
+			return false, nil
+		}
+		return deployment.Generation > generation, nil
+	})
+	if err != nil {
+		t.Fatalf("the controller did not roll policy-server-default out after the switch to protect (generation %d)", generation)
+	}
+	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.waitPolicy(t, "active", 2*time.Minute)
+	rolledOut := time.Now()
+	t.Logf("policy-server-default rolled out in %s", rolledOut.Sub(since).Round(time.Second))
+
+	r = s.editConfig(t, "262144", "524288")
+	if r.err == nil {
+		t.Fatalf("in protect the edit was admitted:\n%s", r.stderr)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("admission webhook %q denied the request", s.webhookName()),
+		"spec.files[0].content: Forbidden: changed",
+		"The config is in use by MachinePool fleet/pool-1",
+		`set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	// CABPK's writes while the policy-server rolled out: none refused, none failed open.
+	events := s.eventsSince(t, since)
+	var cabpkWrites int
+	for _, e := range events {
+		if e.User.Username == s.cabpk && e.resource() == "kubeadmconfigs" && e.isWrite() && e.RequestReceivedTimestamp.Before(rolledOut) {
+			cabpkWrites++
+		}
+	}
+	t.Logf("CABPK wrote kubeadmconfigs %d times during the rollout", cabpkWrites)
+	// And CABPK's next rotation goes through the policy in protect.
+	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	t.Logf("CABPK rotated pool-1-a's token under protect: %v", tokens)
+	events = s.eventsSince(t, since)
+	s.reportStopFailures(t, since)
+	s.checkControllersAdmitted(t, since)
+}
+
+// protectToMonitor: the README's "protect -> monitor is refused by Kubewarden", by the
+// controller's validating webhook for ClusterAdmissionPolicies (the controller chart's
+// vclusteradmissionpolicy.kb.io, served by the controller's process): kubectl prints the
+// field's reason, the audit log names the webhook.
+func (s *stack) protectToMonitor(t *testing.T) {
+	since := time.Now()
+	r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"monitor"}}`)
+	if r.err == nil {
+		t.Fatalf("protect -> monitor was admitted:\n%s", r.stdout)
+	}
+	if want := "spec.mode: Forbidden: field cannot transition from protect to monitor"; !strings.Contains(r.stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	}
+	const webhook = "vclusteradmissionpolicy.kb.io"
+	var refused []auditEvent
+	for _, e := range deniedBy(s.eventsSince(t, since), webhook) {
+		if e.User.Username == s.personName && e.resource() == "clusteradmissionpolicies" {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) != 1 {
+		t.Errorf("the audit log shows %d refusals of the person's patch by %s, want 1", len(refused), webhook)
+	} else {
+		t.Logf("refused by the controller's webhook: %s", refused[0])
+	}
+	policy := s.waitPolicy(t, "active", time.Minute)
+	if got, _, _ := unstructured.NestedString(policy.Object, "spec", "mode"); got != "protect" {
+		t.Errorf("the policy's mode is %q, want protect", got)
+	}
+}
+
+// testCluster is the stack as TestCluster's steps take it: those that do not restart the
+// test's own policy server run through Kubewarden unchanged.
+func (s *stack) testCluster() *testCluster {
+	return &testCluster{managementCluster: s.managementCluster, bin: s.bin, ca: s.ca}
+}
+
+func (s *stack) reapply(t *testing.T)        { s.testCluster().reapply(t) }
+func (s *stack) personEdits(t *testing.T)    { s.testCluster().personEdits(t) }
+func (s *stack) tokenRotations(t *testing.T) { s.testCluster().tokenRotations(t) }
+func (s *stack) rotation(t *testing.T)       { s.testCluster().rotation(t) }
+func (s *stack) v1beta1Clients(t *testing.T) { s.testCluster().v1beta1Clients(t) }
+
+// contextAware: the README's ClusterRole and binding (to the chart's `policy-server`
+// ServiceAccount in kubewarden) applied by the person, then `contextAware: true` set in the
+// policy's settings: the controller rolls the policy-server out, and its lookups tell the
+// rotated-out config from the one in use.
+func (s *stack) contextAware(t *testing.T) {
+	since := time.Now()
+	rbac := s.a.path("lookups-rbac.yaml")
+	must(t, os.WriteFile(rbac, lookupsRBAC(t), 0o644))
+	subject := serviceAccountOf(t, readObjects(t, lookupsRBAC(t)))
+	if sa := (&corev1.ServiceAccount{}); s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: subject.Namespace, Name: subject.Name}, sa) != nil {
+		t.Fatalf("the README binds the lookups to ServiceAccount %s/%s, which the charts did not create", subject.Namespace, subject.Name)
+	}
+	for _, args := range [][]string{
+		{"apply", "-f", "lookups-rbac.yaml"},
+		{"patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"settings":{"contextAware":true}}}`},
+	} {
+		if r := s.person.run(t, args...); r.err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		}
+	}
+	s.waitRolledOut(t, "policy-server-default", since)
+	s.waitPolicy(t, "active", 2*time.Minute)
+	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
+		r := s.person.run(t, "auth", "can-i", "list", resource, "-n", namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
+		if strings.TrimSpace(r.stdout) != "yes" {
+			t.Errorf("the chart's policy-server ServiceAccount may not list %s: %s %s", resource, r.stdout, r.stderr)
+		}
+	}
+	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
+	s.checkLookupVerdicts(t, patch)
+	s.checkControllersAdmitted(t, since)
+}
+
+// replicaDeleted: the default PolicyServer scaled to two replicas (its `replicas`, the chart's
+// policyServer.replicaCount), then one of its Pods deleted as a person deletes one (kubectl
+// delete pod waits until it is gone) while CABPK rotates the pool's token: the other replica
+// answers, and kube-controller-manager's Deployment controller brings a new one up.
+func (s *stack) replicaDeleted(t *testing.T) {
+	r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", `{"spec":{"replicas":2}}`)
+	if r.err != nil {
+		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
+			return false, nil
+		}
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 2, nil
+	})
+	if err != nil {
+		t.Fatal("the controller did not scale policy-server-default to 2 replicas")
+	}
+	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	pods := &corev1.PodList{}
+	must(t, s.cp.client.List(context.Background(), pods, client.InNamespace(kubewardenNamespace), client.MatchingLabels{"kubewarden/policy-server": "default"}))
+	if len(pods.Items) != 2 {
+		t.Fatalf("%d policy-server Pods, want 2", len(pods.Items))
+	}
+	since := time.Now()
+	victim := pods.Items[0].Name
+	if r := s.person.run(t, "delete", "pod", victim, "-n", kubewardenNamespace); r.err != nil {
+		t.Fatalf("kubectl delete pod %s: %v\n%s", victim, r.err, r.stderr)
+	}
+	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	t.Logf("CABPK rotated the token after the Pod's deletion: %v", tokens)
+	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.reportStopFailures(t, since)
+	s.checkControllersAdmitted(t, since)
+}
+
+// machinePoolDeletion is TestCluster's deletion step through Kubewarden: six pools, each
+// rotated once, deleted by the person with each of kubectl's cascades, first with the policy's
+// contextAware: true (set by the contextAware step), then with it false again, which the
+// person sets in the policy's settings (the controller rolls the policy-server out).
+func (s *stack) machinePoolDeletion(t *testing.T) {
+	c := s.testCluster()
+	since := time.Now()
+	cases := []deletionCase{
+		{"del-ca-background", "background", true},
+		{"del-ca-foreground", "foreground", true},
+		{"del-ca-orphan", "orphan", true},
+		{"del-background", "background", false},
+		{"del-foreground", "foreground", false},
+		{"del-orphan", "orphan", false},
+	}
+	c.rotatedPools(t, cases)
+	c.deletePools(t, cases, true, func(on bool) {
+		changed := time.Now()
+		if r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p",
+			fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.err != nil {
+			t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.err, r.stderr)
+		}
+		s.waitRolledOut(t, "policy-server-default", changed)
+		s.waitPolicy(t, "active", 2*time.Minute)
+	})
+	checkGarbageCollectorNotRefused(t, s.eventsSince(t, since), s.webhookName())
+	s.checkPersonAdmitted(t, since)
+	s.checkControllersAdmitted(t, since)
+}
+
+// outage: the person scales the default PolicyServer to no replica (the controller scales its
+// Deployment, kube-controller-manager deletes the Pods): the policy's Service has no endpoint,
+// kube-apiserver cannot call the webhook, and with failurePolicy Ignore CABPK's rotations pass,
+// audited failed-open; scaled back, the person's edit is refused again.
+func (s *stack) outage(t *testing.T) {
+	ps := &unstructured.Unstructured{}
+	ps.SetGroupVersionKind(policyServerGVK)
+	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Name: "default"}, ps))
+	replicas, _, _ := unstructured.NestedInt64(ps.Object, "spec", "replicas")
+	scale := func(n int64) {
+		t.Helper()
+		if r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)); r.err != nil {
+			t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+		}
+		err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			d := &appsv1.Deployment{}
+			if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
+				return false, nil
+			}
+			return d.Spec.Replicas != nil && int64(*d.Spec.Replicas) == n, nil
+		})
+		if err != nil {
+			t.Fatalf("the controller did not scale policy-server-default to %d", n)
+		}
+		s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	}
+	since := time.Now()
+	scale(0)
+	down := time.Now()
+	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	t.Logf("CABPK rotated the token with no policy-server: %v", tokens)
+	var unjudged int
+	for _, e := range failedOpen(s.eventsSince(t, down), s.webhookName()) {
+		if e.User.Username == s.cabpk && e.resource() == "kubeadmconfigs" {
+			unjudged++
+		}
+	}
+	if unjudged == 0 {
+		t.Error("no write of CABPK's is audited failed-open with no policy-server")
+	}
+	t.Logf("CABPK's kubeadmconfigs writes admitted unjudged (failed-open): %d", unjudged)
+	scale(replicas)
+	s.stops = append(s.stops, window{since, time.Now()})
+	r := s.editConfig(t, "262144", "524288")
+	if r.err == nil || !strings.Contains(r.stderr, fmt.Sprintf("admission webhook %q denied the request", s.webhookName())) {
+		t.Errorf("with the policy-server back the edit was not refused by the policy: %v\n%s", r.err, r.stderr)
+	}
+	s.checkControllersAdmitted(t, since)
+}
+
+// auditScan: the person runs the chart's audit-scanner CronJob once (`kubectl create job
+// --from=cronjob/audit-scanner`); its Job's Pod runs the real audit-scanner, which sends the
+// fleet's objects of the policy's CREATE rules without wildcards to policy-server's /audit
+// endpoint (through the policy-server Service's name: the Services stand-in) and writes an
+// OpenReport per object. The chart's `audit-scanner` ServiceAccount holds `view`, which covers
+// none of CAPI's kinds: the first run reports nothing for the policy; once the person binds it
+// the README's lookup ClusterRole too, the second reports the MachinePool. The bootstrap configs
+// are in no report: the policy's rule for them names `apiVersions: ["*"]`, and the audit
+// scanner skips a rule with a wildcard.
+func (s *stack) auditScan(t *testing.T) {
+	if s.tools.auditScanner == "" {
+		t.Skip("not run: the audit scanner (no AUDIT_SCANNER)")
+	}
+	results := s.runAuditScanner(t, "audit-scanner-once")
+	if len(results) != 0 {
+		t.Errorf("with the chart's RBAC the audit scanner reported %v; it may not list CAPI's kinds", results)
+	}
+	forbidden := 0
+	for _, log := range s.podLogs(t, "audit-scanner-once-") {
+		forbidden += strings.Count(string(readFile(t, log)), `cannot list resource \"machinepools\"`)
+	}
+	t.Logf("with the chart's RBAC, the audit scanner was refused the list of MachinePools %d times", forbidden)
+
+	binding := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: capi-bootstrap-rollout-policy-audit
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: capi-bootstrap-rollout-policy-lookups
+subjects:
+  - kind: ServiceAccount
+    name: audit-scanner
+    namespace: %s
+`, kubewardenNamespace)
+	must(t, os.WriteFile(s.a.path("audit-scanner-rbac.yaml"), []byte(binding), 0o644))
+	if r := s.person.run(t, "apply", "-f", "audit-scanner-rbac.yaml"); r.err != nil {
+		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.err, r.stderr)
+	}
+	results = s.runAuditScanner(t, "audit-scanner-twice")
+	got, ok := results["MachinePool "+poolName]
+	if !ok {
+		t.Errorf("no audit result of the policy for MachinePool %s: %v (reports: %s)", poolName, results, s.a.path("audit-reports-audit-scanner-twice.yaml"))
+	} else if !strings.HasPrefix(got, "pass") {
+		t.Errorf("the audit result for MachinePool %s is %q, want pass", poolName, got)
+	}
+	for object := range results {
+		if strings.HasPrefix(object, "KubeadmConfig ") {
+			t.Errorf("the audit scanner reported %s, which the policy's wildcard rule should keep out of its scan", object)
+		}
+	}
+}
+
+// runAuditScanner creates a Job from the audit-scanner CronJob, waits for it and returns the
+// policy's results from the fleet's OpenReports: "Kind name" -> "result message".
+func (s *stack) runAuditScanner(t *testing.T, name string) map[string]string {
+	t.Helper()
+	if r := s.person.run(t, "create", "job", "--from=cronjob/audit-scanner", name, "-n", kubewardenNamespace); r.err != nil {
+		t.Fatalf("kubectl create job: %v\n%s", r.err, r.stderr)
+	}
+	job := &batchv1.Job{}
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, job); err != nil {
+			return false, nil
+		}
+		for _, c := range job.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil || job.Status.Succeeded != 1 {
+		t.Fatalf("the audit scanner's Job %s did not complete: %+v (logs: %v)", name, job.Status, s.podLogs(t, name+"-"))
+	}
+	reports := &unstructured.UnstructuredList{}
+	reports.SetGroupVersionKind(schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "ReportList"})
+	must(t, s.cp.client.List(context.Background(), reports, client.InNamespace(namespace)))
+	must(t, os.WriteFile(s.a.path("audit-reports-"+name+".yaml"), toYAML(t, reportItems(reports)), 0o644))
+	results := map[string]string{}
+	for _, report := range reports.Items {
+		kind, _, _ := unstructured.NestedString(report.Object, "scope", "kind")
+		object, _, _ := unstructured.NestedString(report.Object, "scope", "name")
+		items, _, _ := unstructured.NestedSlice(report.Object, "results")
+		for _, item := range items {
+			result, _ := item.(map[string]any)
+			if policy, _ := result["policy"].(string); strings.Contains(policy, s.policy.Metadata.Name) {
+				results[kind+" "+object] = fmt.Sprintf("%v %v", result["result"], result["message"])
+			}
+		}
+	}
+	t.Logf("%s: the audit scanner's results for the policy in %s: %v", name, namespace, results)
+	return results
+}
+
+// podLogs are the logs of the Pods whose name starts with prefix.
+func (s *stack) podLogs(t *testing.T, prefix string) []string {
+	t.Helper()
+	logs, err := filepath.Glob(s.a.path("pod-" + prefix + "*.log"))
+	must(t, err)
+	return logs
+}
+
+func reportItems(list *unstructured.UnstructuredList) []*unstructured.Unstructured {
+	var items []*unstructured.Unstructured
+	for i := range list.Items {
+		items = append(items, &list.Items[i])
+	}
+	return items
+}
+
+// waitRolledOut waits for the controller to change a Deployment after the time (a new
+// generation), then for the rollout.
+func (s *stack) waitRolledOut(t *testing.T, name string, since time.Time) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		rs := &appsv1.ReplicaSetList{}
+		if s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, d) != nil ||
+			s.cp.client.List(ctx, rs, client.InNamespace(kubewardenNamespace)) != nil {
+			return false, nil
+		}
+		for _, r := range rs.Items {
+			if r.CreationTimestamp.After(since.Add(-time.Second)) && metav1.IsControlledBy(&r, d) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the controller did not roll %s out after %s: %v", name, since.Format(time.RFC3339), err)
+	}
+	s.waitDeployment(t, name, 3*time.Minute)
+	s.reportStopFailures(t, since)
+}
+
+// noneRefused: from the whole audit log, no write of CAPI's managers or of Kubewarden's
+// components (the ServiceAccounts of Kubewarden's namespace) was refused by an admission
+// webhook, and none failed open but while a policy-server Pod stopped (reported).
+func (s *stack) noneRefused(t *testing.T) {
+	events := s.eventsSince(t, time.Time{})
+	summarize(t, t.Name(), events)
+	kubewardenSA := "system:serviceaccount:" + kubewardenNamespace + ":"
+	for _, e := range events {
+		if !e.isWrite() || e.ResponseStatus == nil || !strings.Contains(e.ResponseStatus.Message, "denied the request") {
+			continue
+		}
+		if e.User.Username == s.capiManager || e.User.Username == s.cabpk || strings.HasPrefix(e.User.Username, kubewardenSA) {
+			t.Errorf("a controller's write was refused: %s", e)
+		}
+	}
+	for _, e := range failedOpen(events, s.webhookName()) {
+		if slices.ContainsFunc(s.stops, func(w window) bool { return w.contains(e.RequestReceivedTimestamp) }) {
+			t.Logf("failed open while a policy-server Pod stopped or none ran: %s", e)
+		} else {
+			t.Errorf("admitted without the policy's answer, no policy-server stopping: %s", e)
+		}
+	}
+}
