@@ -20,7 +20,7 @@ HOST_FEATURES ?= --features policy-host/bench,policy-host/serve
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 
 .PHONY: all demo test cluster-test cluster-soak wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
-	playground playground-build playground-target playground-test FORCE
+	playground playground-build playground-target playground-test readme-test FORCE
 
 all: annotated-policy.wasm
 
@@ -128,7 +128,19 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 preflight:
 	$(CARGO) test --locked -p capi-rollout-check
 
-test: system-packages-test fmt-check clippy unit e2e preflight playground-test cluster-test
+test: system-packages-test fmt-check clippy unit e2e preflight playground-test readme-test cluster-test kwctl-checks
+
+# With kwctl (KWCTL=, as .ci/run hands it on): what the kwctl CI job checks (.ci/kwctl-checks:
+# artifacthub-pkg.yml as kwctl writes it, make push to a registry on 127.0.0.1, pulled back and
+# run). Without it, said in one line.
+.PHONY: kwctl-checks
+kwctl-checks: annotated-policy.wasm
+ifneq ($(strip $(KWCTL)),)
+	@.ci/system-packages kubewarden
+	.ci/kwctl-checks
+else
+	@echo "make test: no kwctl (KWCTL=): the scenarios ran through policy-host; kwctl's push/pull and Artifact Hub checks not run"
+endif
 
 # The policy in front of a real control plane (cluster-test/README.md), with CAPI v1.12 and
 # v1.14, behind `policy-host serve`, or Kubewarden's policy-server with POLICY_SERVER=/path/to/policy-server.
@@ -195,6 +207,15 @@ playground-test: playground-build playground/tests/node_modules/.package-lock.js
 	$(CARGO) test --locked -p capi-rollout-playground
 	cd playground/tests && node --test browser.test.mjs
 
+# README.md as Artifact Hub and GitHub render it (markdown-it: CommonMark with GFM tables), in
+# the same headless Chromium: no Markdown left raw, on it and on docs/*.md. Needs nothing
+# built; the screenshot lands in target/readme-render/README.png.
+tests/readme-render/node_modules/.package-lock.json: tests/readme-render/package-lock.json
+	cd tests/readme-render && npm ci --no-audit --no-fund
+
+readme-test: tests/readme-render/node_modules/.package-lock.json
+	cd tests/readme-render && node --test render.test.mjs
+
 # `make push REGISTRY=host[:port]/path`: `kwctl push` of annotated-policy.wasm to
 # registry://$(REGISTRY)/capi-bootstrap-rollout-policy:v<version in Cargo.toml>; kwctl prints
 # the immutable reference to sign. SOURCES=sources.yaml: kwctl's sources file (insecure_sources
@@ -228,7 +249,8 @@ bench: annotated-policy.wasm target/policy.cargo.wasm
 clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm
-	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json playground/tests/node_modules
+	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json playground/tests/node_modules \
+		tests/readme-render/node_modules
 
 # ---------------------------------------------------------------------------------------------
 # Kubewarden's Makefile contract: the targets kubewarden/github-actions' reusable workflows and
@@ -272,7 +294,7 @@ $(LINT_VENV)/.installed: .ci/requirements-lint.txt
 	@touch $@
 lint-actions: $(LINT_VENV)/.installed
 	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
-	$(LINT_VENV)/bin/shellcheck $(ACTION_SCRIPTS) .ci/run .ci/release .ci/system-packages cluster-test/*.sh cluster-test/hack/*.sh
+	$(LINT_VENV)/bin/shellcheck -x $(ACTION_SCRIPTS) .ci/run .ci/release .ci/system-packages .ci/kwctl-checks cluster-test/*.sh cluster-test/capi/*.sh cluster-test/hack/*.sh
 	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
 lint: lint-actions
 test: lint-actions
