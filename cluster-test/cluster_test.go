@@ -56,6 +56,25 @@ type testCluster struct {
 	*managementCluster
 	bin string
 	ca  *certificates
+	// setContextAware, when set, switches the policy's contextAware as the cluster runs the
+	// policy (the stack: the ClusterAdmissionPolicy's settings patched); without it the
+	// test's own policy server is restarted with it.
+	setContextAware func(t *testing.T, on bool)
+}
+
+// useContextAware sets the policy's contextAware for the steps that follow.
+func (c *testCluster) useContextAware(t *testing.T, on bool) {
+	t.Helper()
+	if c.setContextAware != nil {
+		c.setContextAware(t, on)
+		return
+	}
+	c.server.stop()
+	if on {
+		c.server.start(c.a, map[string]any{"contextAware": true})
+	} else {
+		c.server.start(c.a, nil)
+	}
 }
 
 func TestCluster(t *testing.T) {
@@ -336,12 +355,8 @@ func (c *testCluster) rotation(t *testing.T) {
 }
 
 func (c *testCluster) contextAware(t *testing.T) {
-	c.server.stop()
-	c.server.start(c.a, map[string]any{"contextAware": true})
-	defer func() {
-		c.server.stop()
-		c.server.start(c.a, nil)
-	}()
+	c.useContextAware(t, true)
+	defer c.useContextAware(t, false)
 	since := time.Now()
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
 
@@ -408,11 +423,9 @@ func (c *testCluster) replaceForce(t *testing.T) {
 	}
 
 	// contextAware: the DELETE is refused, kubectl creates nothing.
-	c.server.stop()
-	c.server.start(c.a, map[string]any{"contextAware": true})
+	c.useContextAware(t, true)
 	r := c.person.run(t, "replace", "--force", "-f", file)
-	c.server.stop()
-	c.server.start(c.a, nil)
+	c.useContextAware(t, false)
 	if r.err == nil {
 		t.Errorf("kubectl replace --force of the in-use %s was admitted with contextAware: true", configName)
 	}

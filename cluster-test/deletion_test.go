@@ -48,13 +48,11 @@ func (c *testCluster) machinePoolDeletion(t *testing.T) {
 	contextAware := false
 	defer func() {
 		if contextAware {
-			c.server.stop()
-			c.server.start(c.a, nil)
+			c.useContextAware(t, false)
 		}
 	}()
 	c.deletePools(t, cases, false, func(on bool) {
-		c.server.stop()
-		c.server.start(c.a, map[string]any{"contextAware": on})
+		c.useContextAware(t, on)
 		contextAware = on
 	})
 

@@ -151,9 +151,11 @@ func TestKubewardenStack(t *testing.T) {
 	step(t, "the README's lookup RBAC bound to the chart's ServiceAccount: contextAware warns the rotated-out edit, refuses the referenced DELETE", s.contextAware)
 	step(t, "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", s.replicaDeleted)
 	step(t, "kubectl delete machinepool completes in every cascade, with and without contextAware, CAPI's and the garbage collector's deletes admitted", s.machinePoolDeletion)
+	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", s.replaceForce)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", s.v1beta1Clients)
 	step(t, "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", s.outage)
 	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role", s.auditScan)
+	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", s.clusterctlMove)
 	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run", s.noneRefused)
 	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
 }
@@ -586,7 +588,20 @@ func (s *stack) protectToMonitor(t *testing.T) {
 // testCluster is the stack as TestCluster's steps take it: those that do not restart the
 // test's own policy server run through Kubewarden unchanged.
 func (s *stack) testCluster() *testCluster {
-	return &testCluster{managementCluster: s.managementCluster, bin: s.bin, ca: s.ca}
+	return &testCluster{managementCluster: s.managementCluster, bin: s.bin, ca: s.ca, setContextAware: s.setContextAware}
+}
+
+// setContextAware: the person patches the policy's settings; the controller rolls the
+// policy-server out with them and the policy is active again.
+func (s *stack) setContextAware(t *testing.T, on bool) {
+	t.Helper()
+	changed := time.Now()
+	if r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p",
+		fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.err != nil {
+		t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.err, r.stderr)
+	}
+	s.waitRolledOut(t, "policy-server-default", changed)
+	s.waitPolicy(t, "active", 2*time.Minute)
 }
 
 func (s *stack) reapply(t *testing.T)        { s.testCluster().reapply(t) }
@@ -594,6 +609,12 @@ func (s *stack) personEdits(t *testing.T)    { s.testCluster().personEdits(t) }
 func (s *stack) tokenRotations(t *testing.T) { s.testCluster().tokenRotations(t) }
 func (s *stack) rotation(t *testing.T)       { s.testCluster().rotation(t) }
 func (s *stack) v1beta1Clients(t *testing.T) { s.testCluster().v1beta1Clients(t) }
+func (s *stack) replaceForce(t *testing.T)   { s.testCluster().replaceForce(t) }
+
+// clusterctlMove: TestCluster's move, from this cluster (its DELETEs judged through
+// Kubewarden) to a second management cluster built as TestCluster's are (the policy behind
+// POLICY_SERVER or policy-host there: one Kubewarden stack is what the test installs).
+func (s *stack) clusterctlMove(t *testing.T) { s.testCluster().clusterctlMove(t) }
 
 // contextAware: the README's ClusterRole and binding (to the chart's `policy-server`
 // ServiceAccount in kubewarden) applied by the person, then `contextAware: true` set in the
@@ -681,15 +702,7 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 		{"del-orphan", "orphan", false},
 	}
 	c.rotatedPools(t, cases)
-	c.deletePools(t, cases, true, func(on bool) {
-		changed := time.Now()
-		if r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p",
-			fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.err != nil {
-			t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.err, r.stderr)
-		}
-		s.waitRolledOut(t, "policy-server-default", changed)
-		s.waitPolicy(t, "active", 2*time.Minute)
-	})
+	c.deletePools(t, cases, true, func(on bool) { s.setContextAware(t, on) })
 	checkGarbageCollectorNotRefused(t, s.eventsSince(t, since), s.webhookName())
 	s.checkPersonAdmitted(t, since)
 	s.checkControllersAdmitted(t, since)

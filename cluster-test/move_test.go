@@ -54,12 +54,8 @@ func (c *testCluster) clusterctlMove(t *testing.T) {
 		return generation >= 1 && len(c.names(t, machineSetGVK)) == 1
 	})
 
-	c.server.stop()
-	c.server.start(c.a, map[string]any{"contextAware": true})
-	defer func() {
-		c.server.stop()
-		c.server.start(c.a, nil)
-	}()
+	c.useContextAware(t, true)
+	defer c.useContextAware(t, false)
 	target := startManagementCluster(t, c.a.sub(t, "target"), c.bin, c.ca, map[string]any{"contextAware": true})
 
 	before := map[schema.GroupVersionKind][]string{}

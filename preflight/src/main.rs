@@ -10,6 +10,7 @@ mod check;
 mod lookups;
 mod manifests;
 mod report;
+mod rotate;
 
 use std::fs;
 use std::process::ExitCode;
@@ -40,16 +41,20 @@ enum Output {
     long_about = None,
     after_help = "Exit codes: 0 nothing would be rejected (warnings allowed), 1 a change would be \
                   rejected, 2 unreadable input or settings (file, line and document named), or a \
-                  usage error."
+                  usage error.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The manifests as they are now: a file, a directory (recursive: *.yaml, *.yml, *.json),
     /// or - for stdin.
-    #[arg(long, value_name = "PATH")]
-    base: String,
+    #[arg(long, value_name = "PATH", required = true)]
+    base: Option<String>,
     /// The manifests as the change leaves them: a file, a directory, or - for stdin.
-    #[arg(long, value_name = "PATH")]
-    head: String,
+    #[arg(long, value_name = "PATH", required = true)]
+    head: Option<String>,
     /// The policy's settings, YAML or JSON (the keys of the policy's `settings`; a Kubewarden
     /// policy manifest is read for its spec.settings). contextAware is always on.
     #[arg(long, value_name = "FILE")]
@@ -57,6 +62,191 @@ struct Cli {
     /// The report's form.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     output: Output,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Do the rotation the policy asks for: a new config under the name its refusal suggests,
+    /// and the pool's configRef pointed at it, in a cluster or in the repository's manifests.
+    #[command(
+        after_help = "Exit codes: 0 rotated (and, in a cluster, taken up by CAPI; or a dry run), 1 the \
+                      edit changes nothing, nothing created, 2 an error, nothing changed, 3 rotated, \
+                      CAPI had not taken the new config up within --timeout.\n\n\
+                      In a cluster:  capi-rollout-check rotate machinepool/pool-1 -n fleet -f pool-1-a.yaml\n\
+                      \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --edit\n\
+                      In Git:        capi-rollout-check rotate --manifests clusters/prod -f edited/pool-1-a.yaml --write"
+    )]
+    Rotate(RotateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct RotateArgs {
+    /// The MachinePool (machinepool/NAME), or the MachineDeployment or MachineSet of a
+    /// template (machinedeployment/NAME, machineset/NAME). In a cluster only.
+    #[arg(
+        value_name = "TYPE/NAME",
+        required_unless_present = "manifests",
+        conflicts_with = "manifests"
+    )]
+    consumer: Option<String>,
+    /// The config (or template) as you want it: its manifest, or - for stdin.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        required_unless_present = "edit"
+    )]
+    filename: Option<String>,
+    /// Open $KUBE_EDITOR or $EDITOR on the current config instead of -f, as kubectl edit does.
+    #[arg(long, conflicts_with_all = ["filename", "manifests"])]
+    edit: bool,
+    /// GitOps: the repository's manifests as they are (a directory or file). The new config's
+    /// file and the repointed pools' are printed, or written with --write.
+    #[arg(long, value_name = "PATH")]
+    manifests: Option<String>,
+    /// With --manifests: write the files instead of printing them.
+    #[arg(long, requires = "manifests")]
+    write: bool,
+    #[arg(short = 'n', long, conflicts_with = "manifests")]
+    namespace: Option<String>,
+    #[arg(long, conflicts_with = "manifests")]
+    context: Option<String>,
+    #[arg(long, conflicts_with = "manifests")]
+    kubeconfig: Option<String>,
+    /// none, client (print what would be done), or server (every write sent as a dry run).
+    #[arg(long = "dry-run", value_enum, default_value_t = rotate::cluster::DryRun::None, conflicts_with = "manifests")]
+    dry_run: rotate::cluster::DryRun,
+    /// How long to wait for CAPI to take the new config up (seconds, or with s/m); 0: do not wait.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
+    #[arg(long)]
+    kubectl: Option<String>,
+    /// The policy's settings, as for the check (its kinds and non-compared paths).
+    #[arg(long, value_name = "FILE")]
+    settings: Option<String>,
+}
+
+fn parse_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
+    let (number, unit) = match text.strip_suffix('m') {
+        Some(n) => (n, 60),
+        None => (text.strip_suffix('s').unwrap_or(text), 1),
+    };
+    number
+        .parse::<u64>()
+        .map(|n| std::time::Duration::from_secs(n * unit))
+        .map_err(|_| format!("{text:?}: a duration is seconds, or a number with s or m"))
+}
+
+/// Runs `$KUBE_EDITOR` (or `$EDITOR`, else vi) on `text` in a temporary file, as kubectl edit
+/// does, and returns what was saved.
+fn run_editor(text: &str) -> std::result::Result<String, String> {
+    let editor = std::env::var("KUBE_EDITOR")
+        .or_else(|_| std::env::var("EDITOR"))
+        .unwrap_or_else(|_| "vi".to_string());
+    let path =
+        std::env::temp_dir().join(format!("capi-rollout-rotate-{}.yaml", std::process::id()));
+    fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("{editor} \"$1\""), "sh"])
+        .arg(&path)
+        .status()
+        .map_err(|e| format!("cannot run the editor {editor:?}: {e}"));
+    let saved =
+        fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()));
+    let _ = fs::remove_file(&path);
+    match status? {
+        s if s.success() => saved,
+        s => Err(format!(
+            "the editor {editor:?} exited with {s}: nothing was changed"
+        )),
+    }
+}
+
+fn read_input(path: &str) -> Result<String> {
+    if path == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("stdin: cannot read")?;
+        return Ok(text);
+    }
+    fs::read_to_string(path).with_context(|| format!("{path}: cannot read"))
+}
+
+fn run_rotate(args: &RotateArgs) -> ExitCode {
+    let fail = |e: &dyn std::fmt::Display, code: u8| {
+        eprintln!("capi-rollout-check rotate: {e}");
+        ExitCode::from(code)
+    };
+    let settings = match load_settings(args.settings.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(&format!("{e:#}"), rotate::EXIT_ERROR),
+    };
+    let edited_text = match args.filename.as_deref().map(read_input).transpose() {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("{e:#}"), rotate::EXIT_ERROR),
+    };
+    let source = args.filename.clone().unwrap_or_default();
+    if let Some(manifests) = &args.manifests {
+        let text = edited_text.unwrap_or_default();
+        let change = match rotate::gitops::rotate_manifests(&settings, manifests, &text, &source) {
+            Ok(c) => c,
+            Err(e) => return fail(&e, e.exit_code()),
+        };
+        for file in &change.files {
+            let state = if file.created { "new" } else { "changed" };
+            if args.write {
+                if let Err(e) = fs::write(&file.path, &file.text) {
+                    return fail(
+                        &format!("{}: cannot write: {e}", file.path.display()),
+                        rotate::EXIT_ERROR,
+                    );
+                }
+                println!("wrote {} ({state}): {}", file.path.display(), file.what);
+            } else {
+                println!(
+                    "# {} ({state}): {}\n{}",
+                    file.path.display(),
+                    file.what,
+                    file.text
+                );
+            }
+        }
+        for note in &change.notes {
+            println!("left for you: {note}");
+        }
+        println!(
+            "the policy's answer to the edit made in place: {}",
+            change.plan.refusal
+        );
+        return ExitCode::SUCCESS;
+    }
+    let cluster = rotate::cluster::Kubectl {
+        program: args
+            .kubectl
+            .clone()
+            .or_else(|| std::env::var("KUBECTL").ok())
+            .unwrap_or_else(|| "kubectl".into()),
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    let edited = match edited_text {
+        Some(text) => rotate::Edited::Manifest { text, source },
+        None => rotate::Edited::Editor(Box::new(run_editor)),
+    };
+    let request = rotate::Request {
+        consumer: args.consumer.as_deref().unwrap_or_default(),
+        namespace: args.namespace.as_deref(),
+        edited,
+        dry_run: args.dry_run,
+        timeout: args.timeout,
+    };
+    let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+    match rotate::rotate(&cluster, &settings, &request, &mut out, &mut err) {
+        Ok(rotate::Done::NotYetRolled) => ExitCode::from(rotate::EXIT_NOT_YET_ROLLED),
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => fail(&e, e.exit_code()),
+    }
 }
 
 fn load_settings(path: Option<&str>) -> Result<Settings> {
@@ -89,15 +279,18 @@ fn load_settings(path: Option<&str>) -> Result<Settings> {
 }
 
 fn run(cli: &Cli) -> Result<ExitCode> {
-    if cli.base == "-" && cli.head == "-" {
+    let (Some(base_path), Some(head_path)) = (cli.base.as_deref(), cli.head.as_deref()) else {
+        bail!("--base and --head are both needed");
+    };
+    if base_path == "-" && head_path == "-" {
         bail!("only one of --base and --head may be - (stdin)");
     }
     let settings = load_settings(cli.settings.as_deref())?;
-    let base = ManifestSet::load(&cli.base)?;
-    let head = ManifestSet::load(&cli.head)?;
+    let base = ManifestSet::load(base_path)?;
+    let head = ManifestSet::load(head_path)?;
     let result = check::check(&settings, &base, &head);
     let text = match cli.output {
-        Output::Text => report::text(&result, &cli.base, &cli.head),
+        Output::Text => report::text(&result, base_path, head_path),
         Output::Json => report::json(&result),
         Output::Github => report::github(&result),
     };
@@ -111,6 +304,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Rotate(args)) = &cli.command {
+        return run_rotate(args);
+    }
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {

@@ -184,6 +184,17 @@ impl ManifestSet {
         Ok(())
     }
 
+    /// Adds one object read elsewhere (a cluster, a plan), as if it were the only document of
+    /// `file`.
+    pub fn add_object(&mut self, object: Value, file: &str) -> Result<(), InputError> {
+        let location = Location {
+            file: file.to_string(),
+            document: 1,
+            line: 1,
+        };
+        self.insert(object, location, None)
+    }
+
     /// Adds one object; `item` is its index when it came from a `List`.
     fn insert(
         &mut self,

@@ -1,0 +1,334 @@
+//! The cluster the rotation talks to, through kubectl: its kubeconfig, context and namespace
+//! flags as the person uses them, and every write an API request the policy judges. The flow
+//! ([`rotate`]) sees the cluster through [`Cluster`], so that its error cases are tested
+//! without one.
+
+use std::fmt;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// kubectl's `--dry-run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DryRun {
+    None,
+    Client,
+    Server,
+}
+
+/// What went wrong talking to the cluster.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ClusterError {
+    /// The API server refused a request for RBAC: the verb and resource, and kubectl's words.
+    Forbidden {
+        verb: String,
+        resource: String,
+        namespace: String,
+        message: String,
+    },
+    /// Anything else kubectl said, as it said it.
+    Failed { command: String, message: String },
+}
+
+impl fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClusterError::Forbidden {
+                verb,
+                resource,
+                namespace,
+                message,
+            } => write!(
+                f,
+                "RBAC: you may not {verb} {resource} in namespace {namespace}; nothing was changed ({message})"
+            ),
+            ClusterError::Failed { command, message } => write!(f, "kubectl {command}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+/// What a write printed besides its result: the API server's warnings (the policy's among them).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub warnings: Vec<String>,
+}
+
+pub trait Cluster {
+    /// The object, or `None` when it does not exist. `resource` is kubectl's `TYPE[.VERSION].GROUP`.
+    fn get(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, ClusterError>;
+    /// The objects of `resource` in `namespace` with the label selector.
+    fn list(
+        &self,
+        resource: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<Value>, ClusterError>;
+    /// `kubectl auth can-i VERB RESOURCE -n NAMESPACE`.
+    fn can_i(&self, verb: &str, resource: &str, namespace: &str) -> Result<bool, ClusterError>;
+    fn create(&self, object: &Value, dry_run: DryRun) -> Result<Written, ClusterError>;
+    /// A JSON patch.
+    fn patch(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: DryRun,
+    ) -> Result<Written, ClusterError>;
+    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Written, ClusterError>;
+    /// Waits `interval` between polls (a fake cluster need not).
+    fn pause(&self, interval: Duration) {
+        sleep(interval);
+    }
+}
+
+/// kubectl with the person's flags.
+pub struct Kubectl {
+    pub program: String,
+    pub kubeconfig: Option<String>,
+    pub context: Option<String>,
+}
+
+impl Kubectl {
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.program);
+        if let Some(kubeconfig) = &self.kubeconfig {
+            command.args(["--kubeconfig", kubeconfig]);
+        }
+        if let Some(context) = &self.context {
+            command.args(["--context", context]);
+        }
+        command
+    }
+
+    /// Runs kubectl; `Ok((stdout, stderr))` on success, the error as kubectl printed it.
+    fn run(
+        &self,
+        args: &[&str],
+        stdin: Option<&str>,
+        what: (&str, &str, &str),
+    ) -> Result<(String, String), ClusterError> {
+        let mut command = self.command();
+        command
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let shown = args.join(" ");
+        let mut child = command.spawn().map_err(|e| ClusterError::Failed {
+            command: shown.clone(),
+            message: format!(
+                "cannot run {}: {e} (set --kubectl or KUBECTL)",
+                self.program
+            ),
+        })?;
+        if let (Some(text), Some(mut input)) = (stdin, child.stdin.take()) {
+            let _ = input.write_all(text.as_bytes());
+        }
+        let output = child.wait_with_output().map_err(|e| ClusterError::Failed {
+            command: shown.clone(),
+            message: e.to_string(),
+        })?;
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        if output.status.success() {
+            return Ok((stdout, stderr));
+        }
+        let message = stderr.trim().to_string();
+        if message.contains("(Forbidden)") && message.contains(" cannot ") {
+            let (verb, resource, namespace) = what;
+            return Err(ClusterError::Forbidden {
+                verb: verb.into(),
+                resource: resource.into(),
+                namespace: namespace.into(),
+                message,
+            });
+        }
+        Err(ClusterError::Failed {
+            command: shown,
+            message,
+        })
+    }
+}
+
+/// The lines of kubectl's stderr that are the API server's warnings.
+fn warnings(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("Warning: "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn dry_run_flag(dry_run: DryRun) -> &'static str {
+    match dry_run {
+        DryRun::None => "--dry-run=none",
+        DryRun::Client => "--dry-run=client",
+        DryRun::Server => "--dry-run=server",
+    }
+}
+
+fn parse(stdout: &str, command: &str) -> Result<Value, ClusterError> {
+    serde_json::from_str(stdout).map_err(|e| ClusterError::Failed {
+        command: command.into(),
+        message: format!("unreadable output: {e}"),
+    })
+}
+
+impl Cluster for Kubectl {
+    fn get(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Value>, ClusterError> {
+        let mut args = vec!["get", resource, name, "-o", "json", "--ignore-not-found"];
+        if let Some(namespace) = namespace {
+            args.extend(["-n", namespace]);
+        }
+        let (stdout, _) = self.run(
+            &args,
+            None,
+            ("get", resource, namespace.unwrap_or("(the context's)")),
+        )?;
+        if stdout.trim().is_empty() {
+            return Ok(None);
+        }
+        parse(&stdout, &args.join(" ")).map(Some)
+    }
+
+    fn list(
+        &self,
+        resource: &str,
+        namespace: &str,
+        selector: &str,
+    ) -> Result<Vec<Value>, ClusterError> {
+        let args = [
+            "get", resource, "-n", namespace, "-l", selector, "-o", "json",
+        ];
+        let (stdout, _) = self.run(&args, None, ("list", resource, namespace))?;
+        let list = parse(&stdout, &args.join(" "))?;
+        Ok(list
+            .get("items")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn can_i(&self, verb: &str, resource: &str, namespace: &str) -> Result<bool, ClusterError> {
+        let mut command = self.command();
+        command.args(["auth", "can-i", verb, resource, "-n", namespace]);
+        let output = command.output().map_err(|e| ClusterError::Failed {
+            command: "auth can-i".into(),
+            message: format!("cannot run {}: {e}", self.program),
+        })?;
+        // can-i exits 1 for "no"; its answer is the first word.
+        Ok(String::from_utf8_lossy(&output.stdout).trim() == "yes")
+    }
+
+    fn create(&self, object: &Value, dry_run: DryRun) -> Result<Written, ClusterError> {
+        let kind = object["kind"].as_str().unwrap_or("").to_lowercase();
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or("");
+        let text = object.to_string();
+        let (_, stderr) = self.run(
+            &[
+                "create",
+                "-f",
+                "-",
+                "--save-config",
+                dry_run_flag(dry_run),
+                "-o",
+                "name",
+            ],
+            Some(&text),
+            ("create", &kind, namespace),
+        )?;
+        Ok(Written {
+            warnings: warnings(&stderr),
+        })
+    }
+
+    fn patch(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+        dry_run: DryRun,
+    ) -> Result<Written, ClusterError> {
+        let patch = patch.to_string();
+        let (_, stderr) = self.run(
+            &[
+                "patch",
+                resource,
+                name,
+                "-n",
+                namespace,
+                "--type",
+                "json",
+                "-p",
+                &patch,
+                dry_run_flag(dry_run),
+            ],
+            None,
+            ("patch", resource, namespace),
+        )?;
+        Ok(Written {
+            warnings: warnings(&stderr),
+        })
+    }
+
+    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<Written, ClusterError> {
+        let (_, stderr) = self.run(
+            &["delete", resource, name, "-n", namespace, "--wait=false"],
+            None,
+            ("delete", resource, namespace),
+        )?;
+        Ok(Written {
+            warnings: warnings(&stderr),
+        })
+    }
+}
+
+/// Polls `check` every `interval` until it answers `Some`, or `timeout` passes.
+pub fn poll<T>(
+    cluster: &dyn Cluster,
+    timeout: Duration,
+    interval: Duration,
+    mut check: impl FnMut() -> Result<Option<T>, ClusterError>,
+) -> Result<Option<T>, ClusterError> {
+    let start = Instant::now();
+    loop {
+        if let Some(found) = check()? {
+            return Ok(Some(found));
+        }
+        if start.elapsed() >= timeout {
+            return Ok(None);
+        }
+        cluster.pause(interval);
+    }
+}
+
+/// The JSON patch that repoints a consumer: only if it still names `old` (a `test` first), so a
+/// concurrent rotation is not overwritten.
+pub fn repoint_patch(old: &str, new: &str) -> Value {
+    let path = "/spec/template/spec/bootstrap/configRef/name";
+    json!([
+        {"op": "test", "path": path, "value": old},
+        {"op": "replace", "path": path, "value": new},
+    ])
+}
