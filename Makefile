@@ -144,8 +144,13 @@ endif
 
 # The policy in front of a real control plane (cluster-test/README.md), with CAPI v1.12 and
 # v1.14, behind `policy-host serve`, or Kubewarden's policy-server with POLICY_SERVER=/path/to/policy-server.
-cluster-test: annotated-policy.wasm $(HOST)
-	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm cluster-test/run.sh
+# capi-rollout-check's rotate is run against it as a person runs it (ROLLOUT_CHECK).
+ROLLOUT_CHECK := target/debug/capi-rollout-check
+$(ROLLOUT_CHECK): FORCE
+	$(CARGO) build --locked -p capi-rollout-check
+cluster-test: annotated-policy.wasm $(HOST) $(ROLLOUT_CHECK)
+	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm ROLLOUT_CHECK=$(CURDIR)/$(ROLLOUT_CHECK) \
+	cluster-test/run.sh
 
 # Not part of `make test`: hours of CAPI's own traffic through the policy (cluster-test/README.md):
 # TestSoak (CAPI v1.12) then TestSoakProviders (CAPI v1.10 with RKE2 and k3s), SOAK_DURATION each.

@@ -100,6 +100,7 @@ func TestCluster(t *testing.T) {
 	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", c.replaceForce)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
 	step(t, "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", c.outage)
+	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", c.rotateCommand)
 	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", c.clusterctlMove)
 	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
 }

@@ -155,6 +155,7 @@ func TestKubewardenStack(t *testing.T) {
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", s.v1beta1Clients)
 	step(t, "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", s.outage)
 	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role", s.auditScan)
+	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", s.rotateCommand)
 	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", s.clusterctlMove)
 	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run", s.noneRefused)
 	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
@@ -610,6 +611,7 @@ func (s *stack) tokenRotations(t *testing.T) { s.testCluster().tokenRotations(t)
 func (s *stack) rotation(t *testing.T)       { s.testCluster().rotation(t) }
 func (s *stack) v1beta1Clients(t *testing.T) { s.testCluster().v1beta1Clients(t) }
 func (s *stack) replaceForce(t *testing.T)   { s.testCluster().replaceForce(t) }
+func (s *stack) rotateCommand(t *testing.T)  { s.testCluster().rotateCommand(t) }
 
 // clusterctlMove: TestCluster's move, from this cluster (its DELETEs judged through
 // Kubewarden) to a second management cluster built as TestCluster's are (the policy behind
