@@ -154,7 +154,7 @@ func TestKubewardenStack(t *testing.T) {
 	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", s.replaceForce)
 	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", s.v1beta1Clients)
 	step(t, "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", s.outage)
-	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role", s.auditScan)
+	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role; a contract-breaking pool cannot be stored", s.auditScan)
 	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", s.rotateCommand)
 	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", s.clusterctlMove)
 	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run", s.noneRefused)
@@ -800,6 +800,7 @@ subjects:
 	if r := s.person.run(t, "apply", "-f", "audit-scanner-rbac.yaml"); r.err != nil {
 		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.err, r.stderr)
 	}
+	s.plantContractBreakingPools(t)
 	results = s.runAuditScanner(t, "audit-scanner-twice")
 	got, ok := results["MachinePool "+poolName]
 	if !ok {
@@ -810,6 +811,48 @@ subjects:
 	for object := range results {
 		if strings.HasPrefix(object, "KubeadmConfig ") {
 			t.Errorf("the audit scanner reported %s, which the policy's wildcard rule should keep out of its scan", object)
+		}
+	}
+}
+
+// plantContractBreakingPools: a MachinePool whose configRef lacks its group (rule 5's
+// contract flag) cannot be stored once CAPI stores v1beta2: the v1beta2 schema requires
+// apiGroup, and a v1beta1 create without apiVersion fails in CAPI's conversion webhook, which
+// looks the config's version up by group. So the audit scanner never meets one here (seen
+// first in this test, CAPI v1.12.10); the flag is for clusters still storing v1beta1.
+func (s *stack) plantContractBreakingPools(t *testing.T) {
+	pools := []struct{ file, manifest, refused string }{
+		{"contract-v1beta2.yaml", `apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {name: contract-v1beta2, namespace: fleet}
+spec:
+  clusterName: c1
+  template:
+    spec:
+      clusterName: c1
+      bootstrap:
+        configRef: {apiGroup: "", kind: KubeadmConfig, name: contract-v1beta2}
+      infrastructureRef: {apiGroup: infrastructure.cluster-test.rollout-policy.dev, kind: TestMachinePool, name: contract-v1beta2}
+`, "spec.template.spec.bootstrap.configRef.apiGroup in body should be at least 1 chars long"},
+		{"contract-v1beta1.yaml", `apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachinePool
+metadata: {name: contract-v1beta1, namespace: fleet}
+spec:
+  clusterName: c1
+  template:
+    spec:
+      clusterName: c1
+      bootstrap:
+        configRef: {kind: KubeadmConfig, name: contract-v1beta1}
+        dataSecretName: contract-v1beta1
+      infrastructureRef: {apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1, kind: TestMachinePool, name: contract-v1beta1}
+`, "conversion webhook for cluster.x-k8s.io/v1beta2, Kind=MachinePool failed"},
+	}
+	for _, p := range pools {
+		must(t, os.WriteFile(s.a.path(p.file), []byte(strings.ReplaceAll(p.manifest, "namespace: fleet", "namespace: "+namespace)), 0o644))
+		r := s.person.run(t, "create", "-f", p.file)
+		if r.err == nil || !strings.Contains(r.stderr, p.refused) {
+			t.Errorf("kubectl create -f %s: want it refused with %q, got %v:\n%s", p.file, p.refused, r.err, r.stderr)
 		}
 	}
 }
