@@ -20,24 +20,8 @@ use serde_json::Value;
 use crate::capi::paths::{FieldPath, PathPattern, Segment, Step};
 use crate::reader::json::{Node, Str, Unescaped};
 
-/// The non-compared fields of one bootstrap config kind.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FieldRules {
-    pub ignored: Vec<PathPattern>,
-    pub fill_once: Vec<PathPattern>,
-    /// Patterns (the settings' syntax) of the fields whose zero value the request's version
-    /// cannot tell from absence. Parsed only when a zero is added, which is rare: most requests
-    /// pay nothing for a list that can be a hundred paths long.
-    pub zero_is_absent: &'static [&'static str],
-}
-
-impl FieldRules {
-    fn zero_is_absent_at(&self, path: &FieldPath) -> bool {
-        self.zero_is_absent
-            .iter()
-            .any(|p| PathPattern::parse(p).is_ok_and(|p| p.matches(path)))
-    }
-}
+/// The non-compared fields of a kind: a CAPI fact, kept with them.
+pub use crate::capi::field_rules::FieldRules;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {

@@ -105,7 +105,7 @@ pub fn suggested_name(current: &str, fingerprint: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::provider_writes::default_field_rules;
+    use crate::capi::providers::default_field_rules;
     use rstest::rstest;
     use serde_json::json;
 

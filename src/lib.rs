@@ -14,6 +14,7 @@ mod capi;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
+mod go_compat;
 #[cfg(feature = "wapc")]
 pub mod host_lookups;
 pub mod lookups;
@@ -24,7 +25,7 @@ pub mod verdict;
 mod webhooks;
 
 /// The CAPI facts the tools use, at the paths they always had.
-pub use capi::{config_ref, kinds, paths, provider_writes};
+pub use capi::{config_ref, kinds, paths, providers};
 
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};

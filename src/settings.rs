@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use serde_json::Value;
 
-use crate::capi::kinds::{
-    is_machine_pool, GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS, TEMPLATE_SUFFIX,
-};
+use crate::capi::kinds::{is_machine_pool, GroupKind, BOOTSTRAP_GROUP, TEMPLATE_SUFFIX};
 use crate::capi::paths::PathPattern;
-use crate::capi::provider_writes::{default_field_rules, DEFAULT_CONTROLLER_USERS};
+use crate::capi::providers::{
+    default_field_rules, provider_of, DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
+};
 use crate::diff::FieldRules;
 use crate::reader::json::{read_document, serde_message, Node, Str};
 
@@ -51,18 +51,6 @@ pub struct Settings {
     /// `bootstrapConfigKinds[].version`: the version lookups use for a kind, when set.
     pub kind_versions: BTreeMap<GroupKind, String>,
 }
-
-/// The version each known provider serves its config kind in, for lookups.
-/// KubeadmConfig follows `capiVersion`.
-pub(crate) const DEFAULT_KIND_VERSIONS: [(&str, &str); 7] = [
-    ("EKSConfig", "v1beta2"),
-    ("NodeadmConfig", "v1beta2"),
-    ("RKE2Config", "v1beta1"),
-    ("K0sWorkerConfig", "v1beta1"),
-    ("KThreesConfig", "v1beta2"),
-    ("MicroK8sConfig", "v1beta1"),
-    ("TalosConfig", "v1alpha3"),
-];
 
 impl Default for Settings {
     fn default() -> Self {
@@ -248,13 +236,14 @@ impl Settings {
             if group_kind.group != BOOTSTRAP_GROUP {
                 return None;
             }
-            if group_kind.kind == "KubeadmConfig" {
-                return Some(self.capi_version.to_string());
-            }
-            DEFAULT_KIND_VERSIONS
-                .iter()
-                .find(|(kind, _)| *kind == group_kind.kind)
-                .map(|(_, v)| v.to_string())
+            // The provider's record: its version, or CAPI's own (KubeadmConfig).
+            let provider = provider_of(&group_kind.kind)?;
+            Some(
+                provider
+                    .lookup_version
+                    .unwrap_or(self.capi_version.as_ref())
+                    .to_string(),
+            )
         })?;
         Some(format!("{}/{version}", group_kind.group))
     }
@@ -574,7 +563,10 @@ mod tests {
         // Cleaning rotated-out configs up is never refused by default (issue 34).
         assert_eq!(defaults.delete_owned_configs, Action::Warn);
         assert_eq!(defaults.controller_users, DEFAULT_CONTROLLER_USERS);
-        assert_eq!(defaults.bootstrap_config_kinds.len(), 8);
+        assert_eq!(
+            defaults.bootstrap_config_kinds.len(),
+            crate::capi::providers::PROVIDERS.len()
+        );
     }
 
     #[test]

@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use capi_bootstrap_rollout_policy::host_lookups::HOST_CAPABILITIES;
-use capi_bootstrap_rollout_policy::kinds::{
-    BOOTSTRAP_GROUP, CAPI_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS,
-};
+use capi_bootstrap_rollout_policy::kinds::{BOOTSTRAP_GROUP, CAPI_GROUP};
 use capi_bootstrap_rollout_policy::lookups::{CONFIG_FIELDS, MACHINE_POOL_FIELDS};
-use capi_bootstrap_rollout_policy::provider_writes::DEFAULT_CONTROLLER_USERS;
+use capi_bootstrap_rollout_policy::providers::{
+    DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
+};
 use capi_bootstrap_rollout_policy::settings::Settings;
 use rstest::rstest;
 use serde_json::{json, Value};
@@ -68,26 +68,10 @@ fn documented_defaults() -> Value {
         "deleteOwnedConfigs": "warn",
         "exemptUsers": [],
         "exemptGroups": [],
-        "controllerUsers": [
-            "system:serviceaccount:capi-system:capi-manager",
-            "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager",
-            "system:serviceaccount:capa-system:capa-controller-manager",
-            "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager",
-            "system:serviceaccount:capi-k3s-bootstrap-system:default",
-            "system:serviceaccount:k0smotron:k0smotron-controller-manager-bootstrap",
-            "system:serviceaccount:capi-microk8s-bootstrap-system:capi-microk8s-bootstrap-controller-manager",
-            "system:serviceaccount:cabpt-system:default",
-        ],
-        "bootstrapConfigKinds": [
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "EKSConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "NodeadmConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "RKE2Config"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "K0sWorkerConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KThreesConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "MicroK8sConfig"},
-            {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "TalosConfig"},
-        ],
+        // From the provider records (src/capi/providers.rs), where every provider's facts live.
+        "controllerUsers": DEFAULT_CONTROLLER_USERS,
+        "bootstrapConfigKinds": DEFAULT_BOOTSTRAP_CONFIG_KINDS
+            .map(|kind| json!({"apiGroup": BOOTSTRAP_GROUP, "kind": kind})),
         "ignoredPaths": {},
         "fillOncePaths": {},
         "contextAware": false,

@@ -1,7 +1,5 @@
 //! The Kubernetes kinds this policy recognises, in CAPI's words.
 
-use std::borrow::Cow;
-
 /// CAPI's core group, and the group MachinePools were served from while experimental.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
 pub const CAPI_EXP_GROUP: &str = "exp.cluster.x-k8s.io";
@@ -13,51 +11,8 @@ pub const CLUSTER_CLASS: &str = "ClusterClass";
 /// A bootstrap template's kind is its config kind plus this suffix (KubeadmConfigTemplate).
 pub const TEMPLATE_SUFFIX: &str = "Template";
 
-/// The bootstrap config kinds known to CAPI's provider list, evaluated by default.
-pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; 8] = [
-    "KubeadmConfig",
-    "EKSConfig",
-    "NodeadmConfig",
-    "RKE2Config",
-    "K0sWorkerConfig",
-    "KThreesConfig",
-    "MicroK8sConfig",
-    "TalosConfig",
-];
-
-/// A group and kind, the identity of a type independent of its version.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GroupKind {
-    pub group: Cow<'static, str>,
-    pub kind: Cow<'static, str>,
-}
-
-impl GroupKind {
-    pub fn new(group: &str, kind: &str) -> Self {
-        GroupKind {
-            group: Cow::Owned(group.to_string()),
-            kind: Cow::Owned(kind.to_string()),
-        }
-    }
-
-    /// A group and kind the policy knows by name (the default `bootstrapConfigKinds`):
-    /// nothing copied, since every evaluation starts from the default settings.
-    pub const fn builtin(group: &'static str, kind: &'static str) -> Self {
-        GroupKind {
-            group: Cow::Borrowed(group),
-            kind: Cow::Borrowed(kind),
-        }
-    }
-
-    /// `KubeadmConfig.bootstrap.cluster.x-k8s.io`, as the API server names types in errors.
-    pub fn qualified(&self) -> String {
-        if self.group.is_empty() {
-            self.kind.to_string()
-        } else {
-            format!("{}.{}", self.kind, self.group)
-        }
-    }
-}
+/// A group and kind: what the request reader reads a request's kind into.
+pub use crate::reader::group_kind::GroupKind;
 
 /// Splits `group/version` (or a core `version`) and returns the group.
 pub fn group_of_api_version(api_version: &str) -> &str {

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use crate::capi::kinds::GroupKind;
+use crate::reader::group_kind::GroupKind;
 use crate::reader::json::{Read, Reader, Scalar};
 use crate::reader::object::{Carried, Object};
 

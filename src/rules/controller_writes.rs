@@ -1,5 +1,5 @@
 //! Rule 3, CAPI's own machinery: requests from a `controllerUsers` identity (CAPI core and the
-//! default providers' controllers, [`crate::capi::provider_writes::DEFAULT_CONTROLLER_USERS`])
+//! default providers' controllers, [`crate::capi::providers::DEFAULT_CONTROLLER_USERS`])
 //! are never refused and never warned, since a refused token rotation or defaulting write
 //! stops the reconcile; what the rules found goes into the audit log, the changed paths by
 //! name. The engine applies it to every verdict ([`by_controller`]).
@@ -8,7 +8,7 @@
 //! CAPI's topology controller (cluster-api #10496). Only that controller may do so, as one of
 //! `controllerUsers`; the label alone ([`is_topology_owned`]), which any editor can set,
 //! changes nothing. What the providers' defaulting webhooks write is no edit at all: rule 2's
-//! comparison leaves it out ([`crate::capi::provider_writes`]).
+//! comparison leaves it out ([`crate::capi::providers`], [`crate::capi::defaulters`]).
 
 use crate::reader::object::Object;
 use crate::reader::request::Requester;

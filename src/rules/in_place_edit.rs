@@ -2,7 +2,7 @@
 //! rolled out to the pool's existing instances (cluster-api #8858, #4145), so it is refused
 //! with every changed field and the rotation that does roll it out.
 //!
-//! Not compared, per kind (extendable in the settings), as [`crate::capi::provider_writes`] lists
+//! Not compared, per kind (extendable in the settings), as [`crate::capi::providers`] lists
 //! them: machine-only fields, any change allowed (the bootstrap token CAPI rotates every
 //! ~7.5 min), and fill-once fields, allowed from empty to a value (the discovery fields CAPI
 //! fills, the providers' defaults). Empty objects equal absent ones and pruned zero values are
@@ -13,10 +13,10 @@
 //! [`change_violations`].
 
 use crate::capi::conversion::{converted_from_another_version, served_version};
+use crate::capi::defaulters::as_defaulted;
 use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
-use crate::capi::provider_writes::as_defaulted;
 use crate::diff::{changes_at, is_unset, values_matching, Change, FieldRules};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::json::Node;
@@ -231,7 +231,8 @@ pub fn check_rotated_out(subject: &Subject, changes: &[Change]) -> Option<Findin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP, DEFAULT_BOOTSTRAP_CONFIG_KINDS};
+    use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
+    use crate::capi::providers::DEFAULT_BOOTSTRAP_CONFIG_KINDS;
     use crate::diff::{changed_fields, ChangeKind};
     use crate::fingerprint::spec_fingerprint;
     use rstest::rstest;
@@ -494,11 +495,15 @@ mod tests {
         }]
     }
 
-    #[rstest]
-    fn every_default_kind_rejects_an_edit_of_a_config_in_use(
-        #[values(0, 1, 2, 3, 4, 5, 6, 7)] index: usize,
-    ) {
-        let kind = DEFAULT_BOOTSTRAP_CONFIG_KINDS[index];
+    /// Every kind of the provider records.
+    #[test]
+    fn every_default_kind_rejects_an_edit_of_a_config_in_use() {
+        for kind in DEFAULT_BOOTSTRAP_CONFIG_KINDS {
+            an_edit_of_a_config_in_use_is_rejected(kind);
+        }
+    }
+
+    fn an_edit_of_a_config_in_use_is_rejected(kind: &str) {
         let old = json!({"files": [{"path": "/etc/a", "content": "one"}]});
         let new = json!({"files": [{"path": "/etc/a", "content": "two"}]});
         let finding = judge(

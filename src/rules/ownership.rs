@@ -84,7 +84,7 @@ pub fn check_removal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capi::provider_writes::DEFAULT_CONTROLLER_USERS;
+    use crate::capi::providers::DEFAULT_CONTROLLER_USERS;
     use rstest::rstest;
     use serde_json::json;
 

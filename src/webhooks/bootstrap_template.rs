@@ -7,9 +7,10 @@
 //! judged with lookups; without them (or when they fail) a person's DELETE of a template its
 //! Cluster owns gets what `deleteOwnedConfigs` says (rule 7).
 
+use crate::capi::defaulters::as_defaulted;
 use crate::capi::kinds::{MACHINE_DEPLOYMENT, MACHINE_SET, TEMPLATE_SUFFIX};
 use crate::capi::owners::cluster_classes;
-use crate::capi::provider_writes::{as_defaulted, default_template_field_rules};
+use crate::capi::providers::default_template_field_rules;
 use crate::diff::changes_at;
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};

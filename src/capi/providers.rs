@@ -1,0 +1,378 @@
+//! One record per bootstrap provider: everything the policy knows about a provider's config
+//! kind, in one place. The defaults of `bootstrapConfigKinds`, `kindVersions` and
+//! `controllerUsers`, the non-compared fields of each kind and template, and which defaulter
+//! rewrites a spec are all read from [`PROVIDERS`]; metadata.yml, policy.yaml,
+//! artifacthub-pkg.yml, questions-ui.yml and the docs are held to it by tests/providers.rs.
+//! Adding a provider is one entry here (docs/development.md, "Adding a provider").
+//!
+//! Read from the providers' code, late 2026 (each fact cites its source in its record):
+//! - CABPK (KubeadmConfig): the token, rotated every ~7.5 min, is machine-only; the discovery
+//!   fields it fills once; the v1beta1 defaults; CAPI v1.10's defaulters prune zero-valued
+//!   `omitempty` fields on every write ([`crate::capi::field_rules`] treats that pruning as no
+//!   change) and re-marshal durations ([`crate::capi::defaulters`]).
+//! - k3s (KThreesConfig v1beta2): the defaulter sets `serverConfig.disableCloudController` and
+//!   `serverConfig.cloudProviderName` when nil; the controller fills `spec.version` from a
+//!   Machine owner when empty.
+//! - RKE2 (RKE2Config, RKE2ConfigTemplate): the defaulter sets `agentConfig.format` when empty
+//!   and rewrites `agentConfig.additionalUserData.data`.
+//! - k0s: `spec.version` filled from the owner (as k3s). CAPA (EKSConfig, NodeadmConfig),
+//!   MicroK8s and Talos write no spec of an existing object.
+
+use crate::capi::field_rules::FieldRules;
+use crate::capi::kinds::TEMPLATE_SUFFIX;
+use crate::capi::paths::{builtin_path, PathPattern};
+
+/// What a provider's defaulting webhook rewrites on every write of its kinds, whoever sends
+/// it ([`crate::capi::defaulters`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defaulter {
+    /// Nothing beyond its fill-once fields.
+    None,
+    /// CAPI v1.10's v1beta1 defaulter re-marshals `metav1.Duration`s (`5m` comes back `5m0s`).
+    KubeadmDurations,
+    /// RKE2's defaulter drops keys of `agentConfig.additionalUserData.data` and re-emits the
+    /// YAML of each value.
+    Rke2UserData,
+}
+
+/// A bootstrap provider's config kind, as the policy knows it.
+#[derive(Debug)]
+pub struct Provider {
+    /// clusterctl's name of the provider (`clusterctl init --bootstrap <name>`).
+    pub clusterctl: &'static str,
+    /// The config kind in `bootstrap.cluster.x-k8s.io`; its template is this plus `Template`.
+    pub config_kind: &'static str,
+    /// The version lookups read the kind in; `None`: CAPI's own, the `capiVersion` setting.
+    pub lookup_version: Option<&'static str>,
+    /// The controller's identity as `clusterctl init` installs it:
+    /// `system:serviceaccount:<namespace>:<namePrefix><name>`, the namespace and name prefix
+    /// from the provider's `config/default/kustomization.yaml`, the name from its manager's
+    /// ServiceAccount. Where a provider ships none its pods run as the namespace's `default`.
+    pub controller: &'static str,
+    /// Fields its controller writes for as long as a machine uses the config: never compared.
+    pub machine_only: &'static [PathPattern],
+    /// Fields its controller or defaulter fills when empty: compared once set.
+    pub fill_once: &'static [PathPattern],
+    /// The same for the template kind (paths from the template's top).
+    pub template_fill_once: &'static [PathPattern],
+    pub defaulter: Defaulter,
+}
+
+/// CAPI core's manager: kubernetes-sigs/cluster-api core/config/default/kustomization.yaml
+/// (namespace capi-system, namePrefix capi-) + core/config/rbac/service_account.yaml
+/// (manager); config/ before v1.14. The topology controller's in-place patches come from it.
+pub const CAPI_CORE_CONTROLLER: &str = "system:serviceaccount:capi-system:capi-manager";
+
+/// The providers of CAPI's provider list whose config kinds are judged by default, in the order
+/// `bootstrapConfigKinds` lists them.
+pub const PROVIDERS: [Provider; 8] = [
+    Provider {
+        clusterctl: "kubeadm",
+        config_kind: "KubeadmConfig",
+        lookup_version: None,
+        // kubernetes-sigs/cluster-api bootstrap/kubeadm/config/default/kustomization.yaml
+        // (capi-kubeadm-bootstrap-system, capi-kubeadm-bootstrap-) + config/rbac/service_account.yaml.
+        controller: "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager",
+        // CABPK rotates the bootstrap token for as long as a MachinePool owns the config.
+        machine_only: &[builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.token }],
+        // CABPK fills the discovery fields when empty; CAPI's v1beta1 defaulter sets the rest.
+        fill_once: &[
+            builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.apiServerEndpoint },
+            builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.caCertHashes },
+            builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.unsafeSkipCAVerification },
+            builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.cluster.server },
+            builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.cluster.certificateAuthorityData },
+            builtin_path! { spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion },
+            builtin_path! { spec.format },
+            builtin_path! { spec.initConfiguration.nodeRegistration.imagePullPolicy },
+            builtin_path! { spec.joinConfiguration.nodeRegistration.imagePullPolicy },
+        ],
+        // CAPI v1.10's KubeadmConfigTemplate defaulter (bootstrap/kubeadm/internal/webhooks,
+        // `KubeadmConfigTemplate.Default` calls the config's defaults on `spec.template.spec`):
+        // `format` and the nodeRegistrations' `imagePullPolicy` when empty, and the exec
+        // plugin's `apiVersion`. Seen in the cluster test (TestV1beta1Era): a person's label of
+        // a template stored before the defaulter was refused as `...format: Forbidden: added`.
+        template_fill_once: &[
+            builtin_path! { spec.template.spec.format },
+            builtin_path! { spec.template.spec.initConfiguration.nodeRegistration.imagePullPolicy },
+            builtin_path! { spec.template.spec.joinConfiguration.nodeRegistration.imagePullPolicy },
+            builtin_path! { spec.template.spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion },
+        ],
+        defaulter: Defaulter::KubeadmDurations,
+    },
+    Provider {
+        clusterctl: "aws-eks",
+        config_kind: "EKSConfig",
+        lookup_version: Some("v1beta2"),
+        // kubernetes-sigs/cluster-api-provider-aws config/default/kustomization.yaml (capa-system,
+        // capa-) + config/rbac/serviceaccount.yaml and manager_service_account_patch.yaml
+        // (controller-manager): EKSConfig and NodeadmConfig, in the main manager since v0.7.
+        controller: "system:serviceaccount:capa-system:capa-controller-manager",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+    Provider {
+        clusterctl: "aws-eks",
+        config_kind: "NodeadmConfig",
+        lookup_version: Some("v1beta2"),
+        // CAPA's main manager, as EKSConfig.
+        controller: "system:serviceaccount:capa-system:capa-controller-manager",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+    Provider {
+        clusterctl: "rke2",
+        config_kind: "RKE2Config",
+        lookup_version: Some("v1beta1"),
+        // rancher/cluster-api-provider-rke2 bootstrap/config/default/kustomization.yaml
+        // (rke2-bootstrap-system, rke2-bootstrap-) + bootstrap/config/rbac/service_account.yaml.
+        controller: "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager",
+        machine_only: &[],
+        // The defaulter's format, set when empty.
+        fill_once: &[builtin_path! { spec.agentConfig.format }],
+        template_fill_once: &[builtin_path! { spec.template.spec.agentConfig.format }],
+        defaulter: Defaulter::Rke2UserData,
+    },
+    Provider {
+        clusterctl: "k0sproject-k0smotron",
+        config_kind: "K0sWorkerConfig",
+        lookup_version: Some("v1beta1"),
+        // k0sproject/k0smotron config/clusterapi/bootstrap/kustomization.yaml (namespace
+        // k0smotron, namePrefix k0smotron-, nameSuffix -bootstrap) + its
+        // rbac/service_account.yaml (controller-manager).
+        controller: "system:serviceaccount:k0smotron:k0smotron-controller-manager-bootstrap",
+        machine_only: &[],
+        // k0s copies the version from a Machine owner when it is empty.
+        fill_once: &[builtin_path! { spec.version }],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+    Provider {
+        clusterctl: "k3s",
+        config_kind: "KThreesConfig",
+        lookup_version: Some("v1beta2"),
+        // k3s-io/cluster-api-k3s bootstrap/config/default/kustomization.yaml (namespace
+        // capi-k3s-bootstrap-system); bootstrap/config/rbac has no ServiceAccount and the
+        // manager sets no serviceAccountName, so it runs as the namespace's `default`.
+        controller: "system:serviceaccount:capi-k3s-bootstrap-system:default",
+        machine_only: &[],
+        // The version as k0s; the defaulter's two serverConfig fields, set when nil.
+        fill_once: &[
+            builtin_path! { spec.version },
+            builtin_path! { spec.serverConfig.disableCloudController },
+            builtin_path! { spec.serverConfig.cloudProviderName },
+        ],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+    Provider {
+        clusterctl: "microk8s",
+        config_kind: "MicroK8sConfig",
+        lookup_version: Some("v1beta1"),
+        // canonical/cluster-api-bootstrap-provider-microk8s config/default/kustomization.yaml
+        // (capi-microk8s-bootstrap-system, capi-microk8s-bootstrap-) + config/rbac/
+        // service_account.yaml (controller-manager).
+        controller: "system:serviceaccount:capi-microk8s-bootstrap-system:capi-microk8s-bootstrap-controller-manager",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+    Provider {
+        clusterctl: "talos",
+        config_kind: "TalosConfig",
+        lookup_version: Some("v1alpha3"),
+        // siderolabs/cluster-api-bootstrap-provider-talos config/default/kustomization.yaml
+        // (namespace cabpt-system): no ServiceAccount of its own, so the namespace's `default`.
+        controller: "system:serviceaccount:cabpt-system:default",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        defaulter: Defaulter::None,
+    },
+];
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// How many distinct controllers the records name.
+const fn distinct_controllers() -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < PROVIDERS.len() {
+        let mut seen = false;
+        let mut j = 0;
+        while j < i {
+            seen = seen || same(PROVIDERS[j].controller, PROVIDERS[i].controller);
+            j += 1;
+        }
+        if !seen {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// The default `controllerUsers`: CAPI core's manager, then each provider's controller once,
+/// in the records' order.
+pub const DEFAULT_CONTROLLER_USERS: [&str; 1 + distinct_controllers()] = {
+    let mut users = [""; 1 + distinct_controllers()];
+    users[0] = CAPI_CORE_CONTROLLER;
+    let mut n = 1;
+    let mut i = 0;
+    while i < PROVIDERS.len() {
+        let mut seen = false;
+        let mut j = 0;
+        while j < i {
+            seen = seen || same(PROVIDERS[j].controller, PROVIDERS[i].controller);
+            j += 1;
+        }
+        if !seen {
+            users[n] = PROVIDERS[i].controller;
+            n += 1;
+        }
+        i += 1;
+    }
+    users
+};
+
+/// The default `bootstrapConfigKinds` (all in `bootstrap.cluster.x-k8s.io`).
+pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; PROVIDERS.len()] = {
+    let mut kinds = [""; PROVIDERS.len()];
+    let mut i = 0;
+    while i < PROVIDERS.len() {
+        kinds[i] = PROVIDERS[i].config_kind;
+        i += 1;
+    }
+    kinds
+};
+
+/// The record of a config kind.
+pub fn provider_of(config_kind: &str) -> Option<&'static Provider> {
+    PROVIDERS.iter().find(|p| p.config_kind == config_kind)
+}
+
+/// The record of a template kind (`KubeadmConfigTemplate`).
+pub fn provider_of_template(template_kind: &str) -> Option<&'static Provider> {
+    provider_of(template_kind.strip_suffix(TEMPLATE_SUFFIX)?)
+}
+
+fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules {
+    FieldRules {
+        ignored: machine_only.to_vec(),
+        fill_once: fill_once.to_vec(),
+        zero_is_absent: &[],
+    }
+}
+
+/// The built-in non-compared fields of a config kind (paths from the object's top).
+pub(crate) fn default_field_rules(kind: &str) -> FieldRules {
+    provider_of(kind).map_or_else(FieldRules::default, |p| rules(p.machine_only, p.fill_once))
+}
+
+/// The built-in non-compared fields of a bootstrap template kind (`RKE2ConfigTemplate`,
+/// `KubeadmConfigTemplate`): only what a defaulting webhook writes; no controller writes into
+/// a template's spec.
+pub(crate) fn default_template_field_rules(kind: &str) -> FieldRules {
+    provider_of_template(kind)
+        .map_or_else(FieldRules::default, |p| rules(&[], p.template_fill_once))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// The built-in patterns, made at compile time, are the patterns their text parses to.
+    #[rstest]
+    #[case::kubeadm(default_field_rules("KubeadmConfig"), 1, 9)]
+    #[case::k0s(default_field_rules("K0sWorkerConfig"), 0, 1)]
+    #[case::k3s(default_field_rules("KThreesConfig"), 0, 3)]
+    #[case::rke2(default_field_rules("RKE2Config"), 0, 1)]
+    #[case::rke2_template(default_template_field_rules("RKE2ConfigTemplate"), 0, 1)]
+    #[case::kubeadm_template(default_template_field_rules("KubeadmConfigTemplate"), 0, 4)]
+    #[case::eks(default_field_rules("EKSConfig"), 0, 0)]
+    #[case::unknown(default_field_rules("ExampleConfig"), 0, 0)]
+    fn builtin_patterns_are_what_their_text_parses_to(
+        #[case] rules: FieldRules,
+        #[case] ignored: usize,
+        #[case] fill_once: usize,
+    ) {
+        assert_eq!(
+            (rules.ignored.len(), rules.fill_once.len()),
+            (ignored, fill_once)
+        );
+        for pattern in rules.ignored.iter().chain(&rules.fill_once) {
+            assert_eq!(PathPattern::parse(pattern.as_str()).as_ref(), Ok(pattern));
+            assert!(pattern.as_str().starts_with("spec.") && !pattern.as_str().contains(' '));
+        }
+    }
+
+    #[test]
+    fn each_kind_has_one_record_and_each_controller_is_listed_once() {
+        for (i, p) in PROVIDERS.iter().enumerate() {
+            assert!(
+                PROVIDERS[..i]
+                    .iter()
+                    .all(|q| q.config_kind != p.config_kind),
+                "{} twice",
+                p.config_kind
+            );
+            assert!(
+                DEFAULT_CONTROLLER_USERS.contains(&p.controller),
+                "{}",
+                p.config_kind
+            );
+            assert!(
+                p.controller.starts_with("system:serviceaccount:"),
+                "{}",
+                p.config_kind
+            );
+            assert!(p
+                .template_fill_once
+                .iter()
+                .all(|t| t.as_str().starts_with("spec.template.spec.")));
+        }
+        assert_eq!(DEFAULT_CONTROLLER_USERS[0], CAPI_CORE_CONTROLLER);
+        for (i, user) in DEFAULT_CONTROLLER_USERS.iter().enumerate() {
+            assert!(
+                !DEFAULT_CONTROLLER_USERS[..i].contains(user),
+                "{user} twice"
+            );
+        }
+    }
+
+    #[rstest]
+    #[case::config("KubeadmConfig", None, Some("KubeadmConfig"))]
+    #[case::template("RKE2ConfigTemplate", Some("RKE2Config"), None)]
+    #[case::template_of_a_config_name("KubeadmConfigTemplateTemplate", None, None)]
+    #[case::unknown("ExampleConfig", None, None)]
+    fn records_by_kind(
+        #[case] kind: &str,
+        #[case] template_of: Option<&str>,
+        #[case] config: Option<&str>,
+    ) {
+        assert_eq!(
+            provider_of_template(kind).map(|p| p.config_kind),
+            template_of
+        );
+        assert_eq!(provider_of(kind).map(|p| p.config_kind), config);
+    }
+}

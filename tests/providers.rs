@@ -1,0 +1,319 @@
+//! Every file that lists the bootstrap providers is held to their records
+//! (src/capi/providers.rs): metadata.yml's rules, contextAwareResources and Artifact Hub
+//! resources, policy.yaml, artifacthub-pkg.yml, questions-ui.yml, and the tables of
+//! docs/compared-fields.md, docs/settings.md and the README. A failure names the record and
+//! the file, so adding a provider (docs/development.md) shows what is left to write.
+
+use std::fs;
+use std::path::Path;
+
+use capi_bootstrap_rollout_policy::kinds::BOOTSTRAP_GROUP;
+use capi_bootstrap_rollout_policy::providers::{Provider, DEFAULT_CONTROLLER_USERS, PROVIDERS};
+use serde_json::Value;
+
+fn read(file: &str) -> String {
+    fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+fn yaml(text: &str, what: &str) -> Value {
+    let value: yaml_serde::Value =
+        yaml_serde::from_str(text).unwrap_or_else(|e| panic!("{what}: {e}"));
+    serde_json::to_value(value).unwrap()
+}
+
+/// The version a record's kind is looked up in with the default `capiVersion`.
+fn lookup_api_version(p: &Provider) -> String {
+    format!(
+        "{BOOTSTRAP_GROUP}/{}",
+        p.lookup_version.unwrap_or("v1beta2")
+    )
+}
+
+fn plural(kind: &str) -> String {
+    format!("{}s", kind.to_lowercase())
+}
+
+/// The problems of one file with one record, as `record: file: what`.
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn check(&mut self, p: &Provider, file: &str, ok: bool, what: impl std::fmt::Display) {
+        if !ok {
+            self.0.push(format!(
+                "the record of {} ({}): {file}: {what}",
+                p.config_kind, p.clusterctl
+            ));
+        }
+    }
+}
+
+/// `contextAwareResources` lists the kind in the version lookups use.
+fn lists_context_aware(resources: &Value, p: &Provider) -> bool {
+    resources.as_array().into_iter().flatten().any(|r| {
+        r["kind"] == p.config_kind
+            && r["apiVersion"].as_str() == Some(lookup_api_version(p).as_str())
+    })
+}
+
+/// Some rule names the config's and the template's resources in the bootstrap group.
+fn rules_cover(rules: &Value, p: &Provider) -> bool {
+    let template = format!("{}templates", p.config_kind.to_lowercase());
+    rules.as_array().into_iter().flatten().any(|rule| {
+        let has = |key: &str, value: &str| {
+            rule[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v == value)
+        };
+        has("apiGroups", BOOTSTRAP_GROUP)
+            && has("resources", &plural(p.config_kind))
+            && has("resources", &template)
+    })
+}
+
+fn listed_in(text: &str, kind: &str) -> bool {
+    text.split(',').any(|k| k.trim() == kind)
+}
+
+#[test]
+fn every_file_that_lists_providers_agrees_with_the_records() {
+    let mut problems = Problems(Vec::new());
+    let metadata = yaml(&read("metadata.yml"), "metadata.yml");
+    let policy = yaml(&read("policy.yaml"), "policy.yaml");
+    let artifacthub = yaml(&read("artifacthub-pkg.yml"), "artifacthub-pkg.yml");
+    let hub_resources = yaml(
+        artifacthub["annotations"]["kubewarden/contextAwareResources"]
+            .as_str()
+            .unwrap_or("[]"),
+        "artifacthub-pkg.yml kubewarden/contextAwareResources",
+    );
+    let questions = read("questions-ui.yml");
+    let compared = read("docs/compared-fields.md");
+    let settings_doc = read("docs/settings.md");
+    for p in &PROVIDERS {
+        problems.check(
+            p,
+            "metadata.yml",
+            lists_context_aware(&metadata["contextAwareResources"], p),
+            format!(
+                "contextAwareResources lacks {} {}",
+                lookup_api_version(p),
+                p.config_kind
+            ),
+        );
+        problems.check(
+            p,
+            "metadata.yml",
+            rules_cover(&metadata["rules"], p),
+            "no rule names its config and template resources",
+        );
+        problems.check(
+            p,
+            "metadata.yml",
+            listed_in(
+                metadata["annotations"]["io.artifacthub.resources"]
+                    .as_str()
+                    .unwrap_or(""),
+                p.config_kind,
+            ),
+            "io.artifacthub.resources lacks the kind",
+        );
+        problems.check(
+            p,
+            "policy.yaml",
+            lists_context_aware(&policy["spec"]["contextAwareResources"], p),
+            format!(
+                "contextAwareResources lacks {} {}",
+                lookup_api_version(p),
+                p.config_kind
+            ),
+        );
+        problems.check(
+            p,
+            "policy.yaml",
+            rules_cover(&policy["spec"]["rules"], p),
+            "no rule names its config and template resources",
+        );
+        problems.check(
+            p,
+            "policy.yaml",
+            policy["spec"]["settings"]["controllerUsers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|u| u == p.controller),
+            format!("controllerUsers lacks {}", p.controller),
+        );
+        problems.check(
+            p,
+            "artifacthub-pkg.yml",
+            lists_context_aware(&hub_resources, p),
+            format!(
+                "kubewarden/contextAwareResources lacks {} {}",
+                lookup_api_version(p),
+                p.config_kind
+            ),
+        );
+        problems.check(
+            p,
+            "artifacthub-pkg.yml",
+            listed_in(
+                artifacthub["annotations"]["kubewarden/resources"]
+                    .as_str()
+                    .unwrap_or(""),
+                p.config_kind,
+            ),
+            "kubewarden/resources lacks the kind",
+        );
+        for file_text in [
+            ("questions-ui.yml", questions.as_str()),
+            ("artifacthub-pkg.yml", &read("artifacthub-pkg.yml")),
+        ] {
+            for setting in ["ignoredPaths", "fillOncePaths"] {
+                problems.check(
+                    p,
+                    file_text.0,
+                    file_text
+                        .1
+                        .contains(&format!("variable: {setting}.{}\n", p.config_kind)),
+                    format!("no question {setting}.{}", p.config_kind),
+                );
+            }
+        }
+        // docs/compared-fields.md: the controller's row names the kind and the identity; the
+        // not-compared table has a row for every kind with built-in fields.
+        let row = compared.lines().find(|l| {
+            l.starts_with('|')
+                && l.contains(&format!("`{}`", p.controller))
+                && l.contains(p.config_kind)
+        });
+        problems.check(
+            p,
+            "docs/compared-fields.md",
+            row.is_some(),
+            format!(
+                "no row of \"What CAPI itself writes\" names {} and `{}`",
+                p.config_kind, p.controller
+            ),
+        );
+        if !p.machine_only.is_empty() || !p.fill_once.is_empty() {
+            problems.check(
+                p,
+                "docs/compared-fields.md",
+                compared
+                    .lines()
+                    .any(|l| l.starts_with(&format!("| {} ", p.config_kind))),
+                "no row of \"Fields not compared\" for the kind, which has built-in fields",
+            );
+        }
+        problems.check(
+            p,
+            "docs/settings.md",
+            settings_doc.contains(&format!(" {},", p.config_kind))
+                || settings_doc.contains(&format!(" {} in", p.config_kind)),
+            "bootstrapConfigKinds' default does not name the kind",
+        );
+        if let Some(version) = p.lookup_version {
+            let line = settings_doc
+                .lines()
+                .skip_while(|l| !l.starts_with("The defaults know the providers' versions"))
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ");
+            problems.check(
+                p,
+                "docs/settings.md",
+                line.contains(p.config_kind) && line.contains(version),
+                format!(
+                    "\"The defaults know the providers' versions\" lacks {} {version}",
+                    p.config_kind
+                ),
+            );
+        }
+    }
+    // And the other way: nothing listed that no record stands for.
+    let known = |kind: &str| PROVIDERS.iter().any(|p| p.config_kind == kind);
+    for (file, resources) in [
+        (
+            "metadata.yml contextAwareResources",
+            &metadata["contextAwareResources"],
+        ),
+        (
+            "policy.yaml contextAwareResources",
+            &policy["spec"]["contextAwareResources"],
+        ),
+        (
+            "artifacthub-pkg.yml kubewarden/contextAwareResources",
+            &hub_resources,
+        ),
+    ] {
+        for r in resources.as_array().into_iter().flatten() {
+            let (api_version, kind) = (
+                r["apiVersion"].as_str().unwrap_or(""),
+                r["kind"].as_str().unwrap_or(""),
+            );
+            if api_version.starts_with(BOOTSTRAP_GROUP) && !known(kind) {
+                problems.0.push(format!(
+                    "{file}: {api_version} {kind} has no provider record"
+                ));
+            }
+        }
+    }
+    for user in policy["spec"]["settings"]["controllerUsers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        if !DEFAULT_CONTROLLER_USERS.iter().any(|u| user == u) {
+            problems.0.push(format!(
+                "policy.yaml controllerUsers: {user} is no record's controller"
+            ));
+        }
+    }
+    for (file, list) in [
+        (
+            "metadata.yml io.artifacthub.resources",
+            metadata["annotations"]["io.artifacthub.resources"]
+                .as_str()
+                .unwrap_or(""),
+        ),
+        (
+            "artifacthub-pkg.yml kubewarden/resources",
+            artifacthub["annotations"]["kubewarden/resources"]
+                .as_str()
+                .unwrap_or(""),
+        ),
+    ] {
+        for kind in list
+            .split(',')
+            .map(str::trim)
+            .filter(|k| k.ends_with("Config"))
+        {
+            if !known(kind) {
+                problems
+                    .0
+                    .push(format!("{file}: {kind} has no provider record"));
+            }
+        }
+    }
+    let providers = DEFAULT_CONTROLLER_USERS.len() - 1;
+    for (file, text) in [
+        ("README.md", read("README.md")),
+        ("docs/settings.md", settings_doc.clone()),
+    ] {
+        if !text.contains(&format!("the {providers} default providers' controllers")) {
+            problems.0.push(format!(
+                "{file}: does not say \"the {providers} default providers' controllers\""
+            ));
+        }
+    }
+    if !settings_doc.contains(&format!("the {} kinds", PROVIDERS.len())) {
+        problems.0.push(format!(
+            "docs/settings.md: does not say \"the {} kinds\"",
+            PROVIDERS.len()
+        ));
+    }
+    assert!(problems.0.is_empty(), "{}", problems.0.join("\n"));
+}
