@@ -148,7 +148,10 @@ endif
 ROLLOUT_CHECK := target/debug/capi-rollout-check
 $(ROLLOUT_CHECK): FORCE
 	$(CARGO) build --locked -p capi-rollout-check
+# With Kubewarden's tools given (.ci/run), TestKubewardenStack needs its OCI registry: installed
+# here, before the cluster test, not only by kwctl-checks after it (a fresh machine found that).
 cluster-test: annotated-policy.wasm $(HOST) $(ROLLOUT_CHECK)
+	@if [ -n "$(strip $(KWCTL))$(KUBEWARDEN_CONTROLLER)" ]; then .ci/system-packages kubewarden; fi
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm ROLLOUT_CHECK=$(CURDIR)/$(ROLLOUT_CHECK) \
 	cluster-test/run.sh
 
