@@ -157,7 +157,7 @@ func TestKubewardenStack(t *testing.T) {
 	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role; a contract-breaking pool cannot be stored", s.auditScan)
 	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", s.rotateCommand)
 	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", s.clusterctlMove)
-	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run", s.noneRefused)
+	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run; the controller wrote the webhook, kube-controller-manager made the Pods", s.noneRefused)
 	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
 }
 
@@ -955,11 +955,54 @@ func (s *stack) noneRefused(t *testing.T) {
 			t.Errorf("a controller's write was refused: %s", e)
 		}
 	}
+	s.checkWriters(t, events)
 	for _, e := range failedOpen(events, s.webhookName()) {
 		if slices.ContainsFunc(s.stops, func(w window) bool { return w.contains(e.RequestReceivedTimestamp) }) {
 			t.Logf("failed open while a policy-server Pod stopped or none ran: %s", e)
 		} else {
 			t.Errorf("admitted without the policy's answer, no policy-server stopping: %s", e)
+		}
+	}
+}
+
+// checkWriters reads from the audit log who wrote what the stack is made of: the policy's
+// ValidatingWebhookConfiguration only the controller, under its Deployment's ServiceAccount;
+// every Pod in the Kubewarden namespace kube-controller-manager, whose ReplicaSet controller
+// (Deployments) and Job controller (the audit scanner) act under their own ServiceAccounts
+// (--use-service-account-credentials).
+func (s *stack) checkWriters(t *testing.T, events []auditEvent) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: kubewardenNamespace, Name: "kubewarden-controller"}, d))
+	controller := "system:serviceaccount:" + kubewardenNamespace + ":" + d.Spec.Template.Spec.ServiceAccountName
+	podMakers := []string{"system:serviceaccount:kube-system:replicaset-controller", "system:serviceaccount:kube-system:job-controller"}
+	webhookWriters, podCreators := map[string]int{}, map[string]int{}
+	for _, e := range events {
+		if !e.isWrite() || e.ObjectRef == nil || e.code() >= 300 || e.ObjectRef.Subresource != "" {
+			continue
+		}
+		switch {
+		case e.ObjectRef.Resource == "validatingwebhookconfigurations" && e.ObjectRef.Name == s.policy.policyID():
+			webhookWriters[e.User.Username]++
+		case e.ObjectRef.Resource == "pods" && e.Verb == "create" && e.ObjectRef.Namespace == kubewardenNamespace:
+			podCreators[e.User.Username]++
+		}
+	}
+	t.Logf("writes of ValidatingWebhookConfiguration %s: %v; Pods created in %s: %v", s.policy.policyID(), webhookWriters, kubewardenNamespace, podCreators)
+	if webhookWriters[controller] == 0 {
+		t.Errorf("the audit log shows no write of %s by the controller (%s): %v", s.policy.policyID(), controller, webhookWriters)
+	}
+	for user := range webhookWriters {
+		if user != controller {
+			t.Errorf("%s wrote ValidatingWebhookConfiguration %s; only the controller (%s) should", user, s.policy.policyID(), controller)
+		}
+	}
+	if podCreators[podMakers[0]] == 0 {
+		t.Errorf("no Pod in %s was created by kube-controller-manager's ReplicaSet controller: %v", kubewardenNamespace, podCreators)
+	}
+	for user := range podCreators {
+		if !slices.Contains(podMakers, user) {
+			t.Errorf("%s created a Pod in %s; only kube-controller-manager's controllers should: %v", user, kubewardenNamespace, podCreators)
 		}
 	}
 }
