@@ -373,8 +373,8 @@ fn walk_objects(
 /// exactly when they compare equal in the diff's terms. The input of the spec fingerprint.
 ///
 /// The encoding is self-delimiting rather than JSON: a string is `s<byte length>:<bytes>`, so
-/// file contents are copied, not escaped (escaping was a quarter of the guest's time on a
-/// 2 MiB config); a number is `n<JSON number>;`, booleans `t` / `f`, a list element that holds
+/// file contents are copied, not escaped (escaping would take a quarter of the guest's time
+/// on a 2 MiB config); a number is `n<JSON number>;`, booleans `t` / `f`, a list element that holds
 /// nothing `z`, objects `{key value ...}` (keys as strings) and lists `[value ...]`.
 pub(crate) fn canonical_form(root: &str, value: Option<&Node>, rules: &FieldRules) -> Vec<u8> {
     let mut out = Vec::new();

@@ -560,7 +560,7 @@ mod tests {
         let defaults = Settings::default();
         assert_eq!(defaults.in_place_edits, Action::Reject);
         assert_eq!(defaults.contract_violations, Action::Warn);
-        // Cleaning rotated-out configs up is never refused by default (issue 34).
+        // Cleaning rotated-out configs up is never refused by default.
         assert_eq!(defaults.delete_owned_configs, Action::Warn);
         assert_eq!(defaults.controller_users, DEFAULT_CONTROLLER_USERS);
         assert_eq!(

@@ -120,8 +120,8 @@ pub struct PathPattern {
 /// A built-in pattern of dotted keys, made at compile time:
 /// `builtin_path! { spec.joinConfiguration.discovery.bootstrapToken.token }` (in braces, which
 /// rustfmt leaves alone; it would split the keys like a method chain). Every evaluation builds
-/// its kind's built-in rules, and splitting their text at run time was 2 % of a rejected edit's
-/// instructions.
+/// its kind's built-in rules, and splitting their text at run time would cost 2 % of a rejected
+/// edit's instructions.
 macro_rules! builtin_path {
     ($first:ident $(. $rest:ident)*) => {
         $crate::capi::paths::PathPattern::from_static(

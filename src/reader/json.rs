@@ -1,4 +1,4 @@
-//! Reading JSON as far as the rules read it, straight from the bytes the host sends (issue 16):
+//! Reading JSON as far as the rules read it, straight from the bytes the host sends:
 //! a pull reader whose views borrow their strings from the input and skip what no rule reads,
 //! instead of a `serde_json::Value` of everything (a pool list of 1,000 items, the
 //! `managedFields` of both objects of a request).
@@ -7,7 +7,7 @@
 //! included: the JSON grammar, UTF-8 strings without control characters, escapes with paired
 //! surrogates, numbers within f64's range, at most 127 nested lists and objects. On a refusal
 //! the caller asks serde_json for its message ([`serde_message`]), so a bad input gets the same
-//! answer as when the whole payload was parsed into a `Value`. Views are lenient, as the rules
+//! answer as when the whole payload is parsed into a `Value`. Views are lenient, as the rules
 //! are: a value of an unexpected type reads as absent, never as an error, and a key given twice
 //! counts with its last value (as in a `Value`).
 
@@ -22,7 +22,8 @@ pub struct Invalid(pub &'static str);
 
 pub type Read<T> = Result<T, Invalid>;
 
-/// serde_json's message for an input the reader refused, as the whole payload was once parsed.
+/// serde_json's message for an input the reader refused: the one parsing the whole payload
+/// into a `Value` gives.
 pub fn serde_message(input: &[u8]) -> String {
     match serde_json::from_slice::<serde_json::Value>(input) {
         Err(e) => e.to_string(),
@@ -241,8 +242,8 @@ fn find_backslash(bytes: &[u8], from: usize) -> Option<usize> {
 }
 
 /// `a == b`, eight bytes at a time. A config's bulk is file contents, and the guest's `memcmp`
-/// (wasi-libc's) compares one byte per iteration: comparing the unchanged files was a tenth of
-/// a token rotation's instructions.
+/// (wasi-libc's) compares one byte per iteration: comparing the unchanged files that way would be a
+/// tenth of a token rotation's instructions.
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;

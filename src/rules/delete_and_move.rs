@@ -3,7 +3,7 @@
 //! A DELETE followed by a CREATE under the same name with another spec (`kubectl replace
 //! --force`, Argo CD's `Replace=true,Force=true`) is an in-place edit in two requests: CAPI
 //! adopts the new object, the provider regenerates the same-named data secret from it, and the
-//! pool's `dataSecretName` does not change, so nothing rolls out (issue 34).
+//! pool's `dataSecretName` does not change, so nothing rolls out.
 //!
 //! With lookups, deleting a config a live MachinePool references is refused ([`check_delete`]),
 //! and creating one under a name whose data secret a pool already consumed is flagged
@@ -401,7 +401,7 @@ mod tests {
     const POOL_WARNING: &str = "MachinePool workers-spot owns it: a same-name re-create rolls out \
         nothing; rotate configRef (contextAware: true refuses)";
 
-    /// Who gets what on the DELETE of an owned config without lookups (issue 34).
+    /// Who gets what on the DELETE of an owned config without lookups.
     #[rstest]
     #[case::person_warned("warn", "alice", &[("MachinePool", "workers-spot")], Some((Action::Warn, POOL_WARNING)))]
     #[case::person_refused("reject", "alice", &[("MachinePool", "workers-spot")], Some((Action::Reject, POOL_WARNING)))]

@@ -279,7 +279,7 @@ mod tests {
     #[case::kubelet_arg_map(json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "110"}}}}), json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": {"max-pods": "200", "node-labels": "a=b"}}}}), &["spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods changed", "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.node-labels added"])]
     #[case::kubelet_arg_list(json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [{"name": "max-pods", "value": "110"}]}}}), json!({"joinConfiguration": {"nodeRegistration": {"kubeletExtraArgs": [{"name": "max-pods", "value": "200"}]}}}), &["spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value changed"])]
     #[case::join_configuration_added_with_content(json!({}), json!({"joinConfiguration": {"nodeRegistration": {"name": "n"}, "discovery": {"bootstrapToken": {"token": "t"}}}}), &["spec.joinConfiguration added"])]
-    // Regression (found by tests/properties.rs): a list shrinking by null or {} elements was no change.
+    // Found by tests/properties.rs: a list shrinking by null or {} elements is a change.
     #[case::list_shrinks_by_empty_elements(json!({"files": [null, null]}), json!({"files": [{}]}), &["spec.files[1] removed"])]
     #[case::type_changed(json!({"files": [{"path": "/a"}]}), json!({"files": "nope"}), &["spec.files changed"])]
     #[case::sorted_paths(json!({"preKubeadmCommands": ["a"], "files": [{"path": "/a"}]}), json!({"preKubeadmCommands": ["b"], "files": [{"path": "/b"}]}), &["spec.files[0].path changed", "spec.preKubeadmCommands[0] changed"])]
@@ -311,7 +311,7 @@ mod tests {
             .collect()
     }
 
-    // Issue 33: a GitOps repository in v1beta1 re-applied unchanged. Read back through v1beta1
+    // A GitOps repository in v1beta1 re-applied unchanged. Read back through v1beta1
     // from v1beta2 storage, the dropped field and the zeros are gone from `oldObject`.
     #[rstest]
     #[case::retry_join_zero_readded_v1beta2_stored("v1beta1", true, json!({}), json!({"useExperimentalRetryJoin": false}), &[])]

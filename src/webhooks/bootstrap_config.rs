@@ -546,7 +546,7 @@ mod tests {
     const OWNED_DELETE: &str = "MachinePool worker-a owns it: a same-name re-create rolls out \
         nothing; rotate configRef (contextAware: true refuses)";
 
-    /// The DELETE half of `kubectl replace --force` of a config in use (issue 34), without
+    /// The DELETE half of `kubectl replace --force` of a config in use, without
     /// lookups: what each requester gets under each `deleteOwnedConfigs`.
     #[rstest]
     #[case::person_warned_by_default(json!({}), "alice", true, &[OWNED_DELETE], None)]
