@@ -9,7 +9,7 @@ HOST_PROFILE := --config profile.release.lto=false --config profile.release.code
 	--config profile.release.opt-level=3 --config 'profile.release.panic="unwind"' \
 	--config profile.release.strip=false
 RUST_SOURCES := Cargo.toml Cargo.lock $(shell find src -name '*.rs')
-# policy-host's cargo features (policy-host/Cargo.toml): `bench` (kwctl's bench) and `serve`
+# policy-host's cargo features (tools/policy-host/Cargo.toml): `bench` (kwctl's bench) and `serve`
 # (policy-server's HTTP API, the kube client). `run` and `annotate` need neither, so `make demo`
 # builds the host without them (and unoptimised, DEMO_HOST below); test and bench build it with
 # both. Another feature set is another wasmtime build (shared crates get other features), so
@@ -19,7 +19,7 @@ HOST_FEATURES ?= --features policy-host/bench,policy-host/serve
 # and builds no host at all. `make demo KWCTL=` ignores an installed one.
 KWCTL ?= $(shell command -v kwctl 2>/dev/null)
 
-.PHONY: all demo test cluster-test cluster-soak wasm-target wasm-opt fmt-check clippy unit e2e preflight host clean \
+.PHONY: all demo test cluster-test cluster-soak wasm-target wasm-opt fmt-check clippy unit e2e rollout-check host clean \
 	playground playground-build playground-target playground-test readme-test FORCE
 
 all: annotated-policy.wasm
@@ -124,11 +124,11 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 	$(CARGO) test --locked --release -p policy-host -p e2e-tests -p policy-bench -p scenario-model \
 		$(HOST_PROFILE) $(HOST_FEATURES)
 
-# capi-rollout-check (preflight/) on its manifest fixtures; a debug build is enough.
-preflight:
+# capi-rollout-check (capi-rollout-check/) on its manifest fixtures; a debug build is enough.
+rollout-check:
 	$(CARGO) test --locked -p capi-rollout-check
 
-test: system-packages-test fmt-check clippy unit e2e preflight playground-test readme-test cluster-test kwctl-checks
+test: system-packages-test fmt-check clippy unit e2e rollout-check playground-test readme-test cluster-test kwctl-checks
 
 # With kwctl (KWCTL=, as .ci/run hands it on): what the kwctl CI job checks (.ci/kwctl-checks:
 # artifacthub-pkg.yml as kwctl writes it, make push to a registry on 127.0.0.1, pulled back and
@@ -165,14 +165,14 @@ cluster-soak: annotated-policy.wasm $(HOST)
 	CLUSTER_TEST_RUN='$(SOAK)' SOAK_DURATION=$(SOAK_DURATION) CLUSTER_TEST_TIMEOUT=24h CAPI_MODULES=. \
 	CAPI_EXTRA_MODULES=v1.10 CLUSTER_TEST_ARTIFACTS=$(CURDIR)/target/cluster-soak cluster-test/run.sh
 
-# The browser playground (playground/README.md): the rules built a second time, for
+# The browser playground (tools/playground/README.md): the rules built a second time, for
 # wasm32-unknown-unknown with wasm-bindgen, a static page, the e2e scenarios as its examples.
 # `make playground` builds it and serves it on http://127.0.0.1:$(PLAYGROUND_PORT)/.
 PLAYGROUND_TARGET := wasm32-unknown-unknown
 PLAYGROUND_PORT ?= 8088
-PLAYGROUND_WWW := playground/www
+PLAYGROUND_WWW := tools/playground/www
 PLAYGROUND_WASM := $(PLAYGROUND_WWW)/pkg/capi_rollout_playground_bg.wasm
-PLAYGROUND_SOURCES := playground/Cargo.toml $(shell find playground/src -name '*.rs')
+PLAYGROUND_SOURCES := tools/playground/Cargo.toml $(shell find tools/playground/src -name '*.rs')
 # The CLI must be the very version of the wasm-bindgen crate in Cargo.lock; it is installed
 # into target/tools once.
 WASM_BINDGEN_VERSION = $(shell sed -n '/^name = "wasm-bindgen"$$/{n;s/^version = "\(.*\)"/\1/p;}' Cargo.lock)
@@ -204,16 +204,16 @@ $(PLAYGROUND_WWW)/examples.json: $(RUST_SOURCES) $(PLAYGROUND_SOURCES) $(wildcar
 playground-build: $(PLAYGROUND_WASM) $(PLAYGROUND_WWW)/examples.json
 
 playground: playground-build
-	python3 playground/serve.py $(PLAYGROUND_WWW) $(PLAYGROUND_PORT)
+	python3 tools/playground/serve.py $(PLAYGROUND_WWW) $(PLAYGROUND_PORT)
 
-playground/tests/node_modules/.package-lock.json: playground/tests/package-lock.json
-	cd playground/tests && npm ci --no-audit --no-fund
+tools/playground/tests/node_modules/.package-lock.json: tools/playground/tests/package-lock.json
+	cd tools/playground/tests && npm ci --no-audit --no-fund
 
 # The page in Debian's headless Chromium (CHROMIUM=/usr/bin/chromium); the screenshot and the
 # timings land in target/playground-artifacts/.
-playground-test: playground-build playground/tests/node_modules/.package-lock.json
+playground-test: playground-build tools/playground/tests/node_modules/.package-lock.json
 	$(CARGO) test --locked -p capi-rollout-playground
-	cd playground/tests && node --test browser.test.mjs
+	cd tools/playground/tests && node --test browser.test.mjs
 
 # README.md as Artifact Hub and GitHub render it (markdown-it: CommonMark with GFM tables), in
 # the same headless Chromium: no Markdown left raw, on it and on docs/*.md. Needs nothing
@@ -245,7 +245,7 @@ push: annotated-policy.wasm
 	$(KWCTL) push $(if $(SOURCES),--sources-path $(SOURCES)) annotated-policy.wasm \
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
-# Benchmarks (bench/README.md), not part of `make test`: rewrites the generated part of
+# Benchmarks (tools/bench/README.md), not part of `make test`: rewrites the generated part of
 # BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
 # before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
@@ -257,7 +257,7 @@ bench: annotated-policy.wasm target/policy.cargo.wasm
 clean:
 	$(CARGO) clean
 	rm -f policy.wasm annotated-policy.wasm
-	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json playground/tests/node_modules \
+	rm -rf $(PLAYGROUND_WWW)/pkg $(PLAYGROUND_WWW)/examples.json tools/playground/tests/node_modules \
 		tests/readme-render/node_modules
 
 # ---------------------------------------------------------------------------------------------
@@ -287,12 +287,12 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml \
 		--questions-path questions-ui.yml --output $@
 
 # ---------------------------------------------------------------------------------------------
-# The GitHub workflows and the preflight action, linted like code: actionlint (with shellcheck
+# The GitHub workflows and capi-rollout-check's action, linted like code: actionlint (with shellcheck
 # over every `run:` script), shellcheck over the action's scripts, zizmor over .github/ and
 # action.yml, from PyPI at the hashes in .ci/requirements-lint.txt. zizmor runs --offline: the
 # audits that ask GitHub's API are for GitHub.
 LINT_VENV := $(TOOLS)/lint
-ACTION_SCRIPTS := $(wildcard preflight/action/*.sh)
+ACTION_SCRIPTS := $(wildcard capi-rollout-check/action/*.sh)
 .PHONY: lint-actions
 $(LINT_VENV)/.installed: .ci/requirements-lint.txt
 	rm -rf $(LINT_VENV)

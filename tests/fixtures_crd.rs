@@ -1,7 +1,7 @@
 //! Every object in every e2e scenario is an object a cluster could store: it validates against
-//! the real CRD (the openAPIV3Schema of its version, from crds/), with unknown fields refused
+//! the real CRD (the openAPIV3Schema of its version, from tests/crds/), with unknown fields refused
 //! as `kubectl apply --validate=strict` refuses them. Scenarios named `bad-input-*` carry
-//! deliberately invalid objects and are skipped; kinds without a CRD in crds/ are listed.
+//! deliberately invalid objects and are skipped; kinds without a CRD in tests/crds/ are listed.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-/// Kinds that appear in scenarios but have no CRD in crds/: a made-up provider's kind, and a
+/// Kinds that appear in scenarios but have no CRD in tests/crds/: a made-up provider's kind, and a
 /// core kind (its schema is the API server's, not a CRD).
 const KINDS_WITHOUT_CRD: [&str; 2] = ["AcmeConfig", "ConfigMap"];
 
@@ -43,7 +43,7 @@ fn strict(schema: &mut Value) {
     }
 }
 
-/// (kind, version) -> validator, from every schema in crds/.
+/// (kind, version) -> validator, from every schema in tests/crds/.
 fn validators() -> BTreeMap<(String, String), jsonschema::Validator> {
     let mut out = BTreeMap::new();
     for (path, crd) in common::crd_schemas() {
@@ -88,7 +88,7 @@ fn every_scenario_object_validates_against_its_crd() {
     for kind in KINDS_WITHOUT_CRD {
         assert!(
             !validators.keys().any(|(k, _)| k == kind),
-            "{kind} has a CRD in crds/ now: drop it from KINDS_WITHOUT_CRD"
+            "{kind} has a CRD in tests/crds/ now: drop it from KINDS_WITHOUT_CRD"
         );
     }
     let mut failures = Vec::new();

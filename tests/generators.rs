@@ -1,5 +1,5 @@
 //! The fixture files are what their generators write: e2e-tests/scenarios/generate.py and
-//! preflight/tests/fixtures/generate.py, both on fixtures/capi_objects.py. Each runs in a copy
+//! capi-rollout-check/tests/fixtures/generate.py, both on e2e-tests/scenarios/capi_objects.py. Each runs in a copy
 //! of its part of the tree (the checkout is left alone), and every file it writes must equal
 //! the committed one. Needs python3 (`.ci/run` installs it).
 
@@ -36,13 +36,14 @@ fn regenerate(script: &str, label: &str) -> (PathBuf, Vec<PathBuf>) {
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&scratch);
-    for file in [script, "fixtures/capi_objects.py"] {
+    for file in [script, "e2e-tests/scenarios/capi_objects.py"] {
         let target = scratch.join(file);
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::copy(root().join(file), &target).unwrap();
     }
     let output = Command::new("python3")
         .arg(scratch.join(script))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .current_dir(&scratch)
         .output()
         .unwrap_or_else(|e| panic!("cannot run python3 (needed for this test): {e}"));
@@ -88,6 +89,10 @@ fn e2e_scenarios_are_what_generate_py_writes() {
 }
 
 #[test]
-fn preflight_fixtures_are_what_generate_py_writes() {
-    assert_regenerates("preflight/tests/fixtures/generate.py", "preflight", 20);
+fn capi_rollout_check_fixtures_are_what_generate_py_writes() {
+    assert_regenerates(
+        "capi-rollout-check/tests/fixtures/generate.py",
+        "capi-rollout-check",
+        20,
+    );
 }

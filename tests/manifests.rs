@@ -120,7 +120,7 @@ fn find_rule<'a>(rules: &'a [Value], resource: &str) -> &'a Value {
     found[0]
 }
 
-/// The served versions of a CRD kind, from crds/ (one file per served version; each repeats
+/// The served versions of a CRD kind, from tests/crds/ (one file per served version; each repeats
 /// the CRD's group and plural).
 fn crd_versions(kind: &str) -> Vec<Value> {
     let versions: Vec<Value> = common::crd_schemas()
@@ -128,7 +128,7 @@ fn crd_versions(kind: &str) -> Vec<Value> {
         .map(|(_, crd)| crd)
         .filter(|crd| crd["kind"] == json!(kind))
         .collect();
-    assert!(!versions.is_empty(), "crds/ has no schema of {kind}");
+    assert!(!versions.is_empty(), "tests/crds/ has no schema of {kind}");
     versions
 }
 
@@ -137,7 +137,7 @@ fn crd_field<'a>(versions: &'a [Value], field: &str) -> &'a str {
     let value = text(&versions[0][field], field);
     assert!(
         versions.iter().all(|v| v[field] == json!(value)),
-        "crds/: the versions of {} disagree on {field}",
+        "tests/crds/: the versions of {} disagree on {field}",
         versions[0]["kind"]
     );
     value
@@ -211,9 +211,9 @@ fn capi_rollout_check_is_released_with_the_policy() {
     // The release attaches capi-rollout-check's binaries, which must report the release's
     // version (the preflight action checks it), to the policy's release.
     assert_eq!(
-        package_version("preflight/Cargo.toml"),
+        package_version("capi-rollout-check/Cargo.toml"),
         VERSION,
-        "preflight/Cargo.toml: capi-rollout-check's version must be the policy's; {RELEASE}"
+        "capi-rollout-check/Cargo.toml: capi-rollout-check's version must be the policy's; {RELEASE}"
     );
     for name in [NAME, "capi-rollout-check"] {
         assert_eq!(
@@ -260,8 +260,8 @@ fn user_docs() -> Vec<(String, String)> {
 #[test]
 fn readme_and_docs_name_this_version_wherever_they_name_one() {
     let docs = user_docs();
-    // The published images (`...:v<version>`) and the preflight action (`...@v<version>`).
-    for prefix in [format!("{NAME}:v"), format!("{NAME}@v")] {
+    // The published images (`...:v<version>`) and the GitHub Action (`.../capi-rollout-check@v<version>`).
+    for prefix in [format!("{NAME}:v"), format!("{NAME}/capi-rollout-check@v")] {
         let mut named = 0;
         for (file, text) in &docs {
             for version in versions_after(text, &prefix) {
@@ -595,7 +595,7 @@ fn policy_yaml_validates_against_the_cluster_admission_policy_crd() {
         .collect();
     assert!(
         errors.is_empty(),
-        "policy.yaml does not validate against crds/kubewarden/ClusterAdmissionPolicy.{policy_version}.json:\n{}",
+        "policy.yaml does not validate against tests/crds/kubewarden/ClusterAdmissionPolicy.{policy_version}.json:\n{}",
         errors.join("\n")
     );
 }

@@ -1,7 +1,7 @@
 //! The repository stands alone: no tracked file names a folder outside the checkout, such as a
 //! `shared` folder beside it or an absolute path of the machine it was written on. A stranger's
 //! clone has neither, so tests and docs that lean on them break or mislead there. Test data
-//! lives in the repository (crds/, e2e-tests/scenarios/).
+//! lives in the repository (tests/crds/, e2e-tests/scenarios/).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

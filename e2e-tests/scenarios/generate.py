@@ -14,8 +14,8 @@ import sys
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The object builders shared with preflight's fixtures.
-sys.path.insert(0, os.path.join(HERE, "..", "..", "fixtures"))
+# The object builders shared with capi-rollout-check's fixtures.
+sys.path.insert(0, HERE)
 import capi_objects as capi  # noqa: E402
 
 NS = capi.NS

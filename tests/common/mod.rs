@@ -1,13 +1,13 @@
-//! The CRD schemas in crds/ (crds/README.md): one JSON file per kind and served version, with
+//! The CRD schemas in tests/crds/ (tests/crds/README.md): one JSON file per kind and served version, with
 //! `group`, `kind`, `plural`, `version`, `subresources` and the version's `openAPIV3Schema`.
 
 use std::path::PathBuf;
 
 use serde_json::Value;
 
-/// Every crds/<folder>/<Kind>.<version>.json, parsed, in path order.
+/// Every tests/crds/<folder>/<Kind>.<version>.json, parsed, in path order.
 pub fn crd_schemas() -> Vec<(PathBuf, Value)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crds");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/crds");
     let mut paths = Vec::new();
     for folder in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let folder = folder.unwrap().path();
