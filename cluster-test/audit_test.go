@@ -256,3 +256,156 @@ func summarizeVerdicts(t *testing.T, verdicts []verdict) {
 	}
 	t.Log(b.String())
 }
+
+func (m *managementCluster) webhookName() string {
+	return m.policy.policyID() + ".kubewarden.admission"
+}
+
+// checkControllersAdmitted: no write of a controller identity since the time was refused by
+// the policy; the writes are printed by user, verb and resource.
+func (m *managementCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
+	t.Helper()
+	events := m.eventsSince(t, since)
+	summarize(t, t.Name(), events)
+	for _, e := range deniedBy(events, m.webhookName()) {
+		if e.User.Username == m.capiManager || e.User.Username == m.cabpk {
+			t.Errorf("the policy refused CAPI's own write: %s", e)
+		}
+	}
+}
+
+// checkControllersJudged: the policy server saw the controllers' requests, allowed every one
+// and warned none (from policy-host serve's log; the real policy-server's log is not read).
+func (m *managementCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
+	t.Helper()
+	verdicts, ok := readVerdicts(t, m.policyServerLogs(t))
+	if !ok {
+		t.Log("the policy server's log is not policy-host's: what it judged is read from the audit log only")
+		return
+	}
+	summarizeVerdicts(t, verdicts)
+	seen := 0
+	for _, v := range verdicts {
+		if v.user != m.capiManager && v.user != m.cabpk {
+			continue
+		}
+		seen++
+		if !v.allowed || v.warnings > 0 {
+			t.Errorf("the policy judged a controller's %s of a %s: allowed=%t, %d warnings", v.operation, v.kind, v.allowed, v.warnings)
+		}
+	}
+	if wantSeen && seen == 0 {
+		t.Error("the policy server saw no request of CAPI's controllers")
+	}
+}
+
+// checkPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
+// those the policy refused on purpose (their message names the in-place edit).
+func (m *managementCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
+	t.Helper()
+	for _, e := range m.personRefusals(t, since) {
+		if !strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
+			t.Errorf("the person's write was refused: %s", e)
+		}
+	}
+}
+
+func (m *managementCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
+	t.Helper()
+	for _, e := range m.personRefusals(t, since) {
+		t.Errorf("the person's write was refused: %s", e)
+	}
+}
+
+// personRefusals: the person's writes since the time that were not admitted.
+func (m *managementCluster) personRefusals(t *testing.T, since time.Time) []auditEvent {
+	t.Helper()
+	var refused []auditEvent
+	for _, e := range m.eventsSince(t, since) {
+		if e.User.Username == m.personName && e.isWrite() && e.code() >= 300 {
+			refused = append(refused, e)
+		}
+	}
+	return refused
+}
+
+// checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
+// manager (KubeAPIWarningLogger); none may come from the policy.
+func (m *managementCluster) checkNoWarningsTo(t *testing.T, log string) {
+	t.Helper()
+	data := readFile(t, log)
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, "KubeAPIWarningLogger") && (strings.Contains(line, "configRef") || strings.Contains(line, "in place") || strings.Contains(line, "rotated out")) {
+			t.Errorf("the manager got a warning from the policy: %s", line)
+		}
+	}
+}
+
+func (m *managementCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
+	t.Helper()
+	var out []auditEvent
+	for _, file := range auditFiles(t, m.cp.auditLog) {
+		for _, e := range readAudit(t, file) {
+			if !e.RequestReceivedTimestamp.Before(since) {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// admittedWithoutWarning runs a person's kubectl command that must be admitted with no
+// warning of the policy (the API server's own deprecation warnings aside).
+func (m *managementCluster) admittedWithoutWarning(t *testing.T, args ...string) {
+	t.Helper()
+	r := m.person.run(t, args...)
+	if r.err != nil {
+		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+	}
+	if w := policyWarnings(r.stderr); len(w) > 0 {
+		t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
+	}
+}
+
+func (m *managementCluster) policyServerLogs(t *testing.T) []string {
+	t.Helper()
+	logs, err := filepath.Glob(m.a.path("policy-server-*.log"))
+	must(t, err)
+	return logs
+}
+
+// verdictsOn: the lines of policy-host serve's log about the object named.
+func (m *managementCluster) verdictsOn(t *testing.T, name string) string {
+	t.Helper()
+	var lines []string
+	for _, log := range m.policyServerLogs(t) {
+		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
+			if strings.Contains(line, " name="+name+" ") {
+				lines = append(lines, line)
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// checkNotAnEdit: every write of the object since the time was admitted, and the policy found
+// no in-place edit in a controller's (its audit annotation controller-write names what it
+// would have refused a person).
+func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resource, name string) []auditEvent {
+	t.Helper()
+	var writes []auditEvent
+	for _, e := range m.eventsSince(t, since) {
+		if e.resource() != resource && e.resource() != resource+"/status" || e.ObjectRef.Name != name || !e.isWrite() {
+			continue
+		}
+		writes = append(writes, e)
+		if e.code() >= 300 {
+			t.Errorf("refused: %s (auditID %s in %s)", e, e.AuditID, m.cp.auditLog)
+		}
+		if v, ok := e.Annotations[m.webhookName()+"/controller-write"]; ok {
+			t.Errorf("POLICY: a write of %s that only the provider's defaulter changed was judged an in-place edit: %s\n  %s\n  (auditID %s in %s)",
+				name, v, e, e.AuditID, m.cp.auditLog)
+		}
+	}
+	return writes
+}

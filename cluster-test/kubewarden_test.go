@@ -647,7 +647,7 @@ func (s *stack) contextAware(t *testing.T) {
 		}
 	}
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
-	s.checkLookupVerdicts(t, patch)
+	checkLookupVerdicts(t, s.managementCluster, patch)
 	s.checkControllersAdmitted(t, since)
 }
 

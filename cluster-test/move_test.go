@@ -1,8 +1,6 @@
 package clustertest
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // The kinds `clusterctl move` takes from the fleet's namespace here, and checks moved.
@@ -134,42 +130,4 @@ func (c *testCluster) clusterctlMove(t *testing.T) {
 	target.checkControllersAdmitted(t, since)
 	target.checkControllersJudged(t, true)
 	c.checkControllersAdmitted(t, since)
-}
-
-// names of the objects of a kind in the fleet's namespace, sorted.
-func (m *managementCluster) names(t *testing.T, gvk schema.GroupVersionKind) []string {
-	t.Helper()
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := m.cp.client.List(context.Background(), list, client.InNamespace(namespace)); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatalf("list %s: %v", gvk.Kind, err)
-	}
-	var names []string
-	for _, item := range list.Items {
-		if item.GetDeletionTimestamp() == nil {
-			names = append(names, item.GetName())
-		}
-	}
-	return sorted(names)
-}
-
-func (m *managementCluster) policyServerLogs(t *testing.T) []string {
-	t.Helper()
-	logs, err := filepath.Glob(m.a.path("policy-server-*.log"))
-	must(t, err)
-	return logs
-}
-
-func sorted(s []string) []string {
-	s = slices.Clone(s)
-	slices.Sort(s)
-	return s
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{fmt.Sprintf("... (%d lines before)", len(lines)-n)}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "\n")
 }

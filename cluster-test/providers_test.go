@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -143,64 +140,6 @@ func TestRKE2DefaulterNumbers(t *testing.T) {
 	bp.run(t, testArtifacts(t), bin)
 }
 
-// labelAsPerson is a person's metadata-only update: kubectl label. When the policy refuses
-// it, the failure shows the evidence: kubectl's answer, the stored spec (the request's
-// oldObject), the spec as the defaulter leaves it (its object) and the policy's verdicts.
-func (m *managementCluster) labelAsPerson(t *testing.T, gvk schema.GroupVersionKind, name, file, provider string) {
-	t.Helper()
-	before := m.get(t, gvk, name)
-	r := m.person.run(t, "label", strings.ToLower(gvk.Kind), name, "-n", namespace, "team=platform")
-	if r.err == nil {
-		if w := policyWarnings(r.stderr); len(w) > 0 {
-			t.Errorf("POLICY: a person's kubectl label of %s %s printed a warning of the policy: %q", gvk.Kind, name, w)
-		}
-		return
-	}
-	t.Fatalf("POLICY: a person's metadata-only update (kubectl label) of a %s stored before %s's defaulter was refused: "+
-		"the policy reads what the defaulter did to the spec as an edit.\n"+
-		"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
-		"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
-		"the policy's verdicts (%s):\n%s",
-		gvk.Kind, provider, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, file, gvk.Kind, name)),
-		strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, name))
-}
-
-// defaulted is the config of the manifest (its document of that kind and name) as the provider's
-// defaulter leaves it: a server-side dry-run CREATE of it under another name (which the
-// policy admits: a new config).
-func (m *managementCluster) defaulted(t *testing.T, file, kind, name string) *unstructured.Unstructured {
-	t.Helper()
-	var manifest string
-	for _, doc := range strings.Split(string(readFile(t, m.a.path(file))), "\n---\n") {
-		if obj := object(t, doc); obj.GetKind() == kind && obj.GetName() == name {
-			obj.SetName(name + "-dry-run")
-			manifest = string(toYAML(t, []*unstructured.Unstructured{obj}))
-		}
-	}
-	must(t, os.WriteFile(m.a.path("dry-run-"+file), []byte(manifest), 0o644))
-	r := m.person.run(t, "create", "--dry-run=server", "-o", "json", "-f", "dry-run-"+file)
-	if r.err != nil {
-		t.Fatalf("kubectl create --dry-run=server: %v\n%s", r.err, r.stderr)
-	}
-	u := &unstructured.Unstructured{}
-	must(t, u.UnmarshalJSON([]byte(r.stdout)))
-	return u
-}
-
-// verdictsOn: the lines of policy-host serve's log about the object named.
-func (m *managementCluster) verdictsOn(t *testing.T, name string) string {
-	t.Helper()
-	var lines []string
-	for _, log := range m.policyServerLogs(t) {
-		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
-			if strings.Contains(line, " name="+name+" ") {
-				lines = append(lines, line)
-			}
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
 // k3sManagerFlags: k3s' manager has a flag for its metrics only; its webhook server listens on
 // 9443 with its certificate in $TMPDIR/k8s-webhook-server/serving-certs, and it has no health
 // endpoint (its metrics answer once it runs). Its kubeconfig is KUBECONFIG's.
@@ -210,16 +149,6 @@ func k3sManagerFlags(s *managerSetup) ([]string, string) {
 	s.env = append(s.env, "TMPDIR="+tmp, "KUBECONFIG="+s.kubeconfig)
 	return []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", s.health), "--enable-leader-election=false"},
 		fmt.Sprintf("http://127.0.0.1:%d/metrics", s.health)
-}
-
-// createJoinToken is Cluster c1's join token Secret, which RKE2's and k3s' control plane
-// providers write (`<cluster>-token`, key value).
-func (m *managementCluster) createJoinToken(t *testing.T) {
-	t.Helper()
-	must(t, m.cp.client.Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-token", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
-		Data:       map[string][]byte{"value": []byte("cluster-test-join-token")},
-	}))
 }
 
 // TestProviderWebhooks: for RKE2 (v0.21.0 and v0.20.1) and k3s (v0.3.1), each on a CAPI
@@ -333,7 +262,7 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 			}
 		}
 	})
-	m.templateSteps(t, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
+	templateSteps(t, m, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
 	step(t, "no controller write was refused by the policy", func(t *testing.T) {
 		m.checkControllersAdmitted(t, time.Time{})
 		for _, e := range deniedBy(m.eventsSince(t, time.Time{}), m.webhookName()) {

@@ -158,19 +158,6 @@ func (f soakFleet) everyConfig() []gvkNames {
 	return out
 }
 
-// writeConfigs writes file in the artifacts folder: manifest's config once for each of names
-// (its NAME).
-func (m *managementCluster) writeConfigs(t *testing.T, file, manifest string, names []string) string {
-	t.Helper()
-	text := string(readFile(t, manifest))
-	var docs []string
-	for _, name := range names {
-		docs = append(docs, strings.ReplaceAll(text, "NAME", name))
-	}
-	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
-	return file
-}
-
 // gitOpsApply is how the soak's GitOps tool applies a manifest, as Flux does: server-side, with
 // a field manager of its own. (Argo CD's default, kubectl's client-side apply, sends nothing
 // when the live object already matches: TestProviderWebhooks re-applies that way.)

@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,12 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 )
 
 // The v1beta1 era: CAPI v1.10.10 (capi/v1.10), the last release that stores v1beta1 and whose
@@ -92,118 +88,6 @@ spec:
 	return m
 }
 
-// withoutDefaulter removes the MutatingWebhookConfigurations that default the resources
-// (plurals of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
-// meanwhile is stored as it was sent, as by a release before the defaulter, or restored from
-// a backup while the provider was down.
-func (m *managementCluster) withoutDefaulter(t *testing.T, resources ...string) (restore func()) {
-	t.Helper()
-	ctx := context.Background()
-	list := &admissionregistrationv1.MutatingWebhookConfigurationList{}
-	must(t, m.cp.client.List(ctx, list))
-	var removed []admissionregistrationv1.MutatingWebhookConfiguration
-	defaulted := map[string]bool{}
-	for _, mwc := range list.Items {
-		matches := false
-		for _, w := range mwc.Webhooks {
-			for _, r := range w.Rules {
-				for _, res := range r.Resources {
-					if slices.Contains(resources, res) {
-						matches, defaulted[res] = true, true
-					}
-				}
-			}
-		}
-		if matches {
-			removed = append(removed, mwc)
-		}
-	}
-	for _, res := range resources {
-		if !defaulted[res] {
-			t.Fatalf("no MutatingWebhookConfiguration defaults %s", res)
-		}
-	}
-	for i := range removed {
-		must(t, m.cp.client.Delete(ctx, &removed[i]))
-	}
-	return func() {
-		t.Helper()
-		for _, mwc := range removed {
-			mwc.ResourceVersion, mwc.UID = "", ""
-			must(t, m.cp.client.Create(ctx, &mwc))
-		}
-	}
-}
-
-// pools writes the manifests of MachinePools named after their configs (a TestMachinePool
-// each), configRef of the kind and apiVersion given, as a v1beta1 GitOps repository has them.
-func (m *managementCluster) pools(t *testing.T, configAPIVersion, configKind string, names ...string) string {
-	t.Helper()
-	var docs []string
-	for _, name := range names {
-		docs = append(docs, fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta1
-kind: MachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  clusterName: %[3]s
-  replicas: 0
-  template:
-    spec:
-      clusterName: %[3]s
-      version: v1.34.3
-      bootstrap:
-        configRef: {apiVersion: %[4]s, kind: %[5]s, name: %[1]s}
-      infrastructureRef: {apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1, kind: TestMachinePool, name: %[1]s}
----
-apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1
-kind: TestMachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {providerIDList: []}`, name, namespace, clusterName, configAPIVersion, configKind))
-	}
-	file := configKind + "-pools.yaml"
-	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
-	return file
-}
-
-// markV1beta1Ready does what the infrastructure provider of each pool and the control plane
-// provider would under the v1beta1 contract: status.ready, and the control plane initialized.
-func (m *managementCluster) markV1beta1Ready(t *testing.T, controlPlane schema.GroupVersionKind, status map[string]any, pools ...string) {
-	t.Helper()
-	for _, name := range pools {
-		infra := &unstructured.Unstructured{}
-		infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
-		infra.SetKind("TestMachinePool")
-		must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
-		m.markStatus(t, infra, map[string]any{"ready": true, "replicas": int64(0)})
-	}
-	cp := &unstructured.Unstructured{}
-	cp.SetGroupVersionKind(controlPlane)
-	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: clusterName}, cp))
-	m.markStatus(t, cp, status)
-}
-
-// checkNotAnEdit: every write of the object since the time was admitted, and the policy found
-// no in-place edit in a controller's (its audit annotation controller-write names what it
-// would have refused a person).
-func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resource, name string) []auditEvent {
-	t.Helper()
-	var writes []auditEvent
-	for _, e := range m.eventsSince(t, since) {
-		if e.resource() != resource && e.resource() != resource+"/status" || e.ObjectRef.Name != name || !e.isWrite() {
-			continue
-		}
-		writes = append(writes, e)
-		if e.code() >= 300 {
-			t.Errorf("refused: %s (auditID %s in %s)", e, e.AuditID, m.cp.auditLog)
-		}
-		if v, ok := e.Annotations[m.webhookName()+"/controller-write"]; ok {
-			t.Errorf("POLICY: a write of %s that only the provider's defaulter changed was judged an in-place edit: %s\n  %s\n  (auditID %s in %s)",
-				name, v, e, e.AuditID, m.cp.auditLog)
-		}
-	}
-	return writes
-}
-
 // TestV1beta1Era: the configs and a KubeadmConfigTemplate of the same spec, stored before CAPI
 // v1.10's defaulters ran. It found two misreadings, now fixed and kept here as regressions: the
 // template's defaulter fills format and imagePullPolicy, and the defaulters re-marshal
@@ -268,7 +152,7 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 		m.checkNotAnEdit(t, since, "kubeadmconfigs", "era-person")
 	})
 	if withTemplate {
-		m.templateSteps(t, template, "CAPI v1.10.10", [2]string{`max-pods: "110"`, `max-pods: "64"`},
+		templateSteps(t, m, template, "CAPI v1.10.10", [2]string{`max-pods: "110"`, `max-pods: "64"`},
 			"joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed")
 	}
 	step(t, "CABPK's first write and token rotations are admitted, none judged an edit", func(t *testing.T) {
@@ -351,14 +235,6 @@ func testArtifacts(t *testing.T) *artifacts {
 	}
 	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
 	return newArtifacts(t)
-}
-
-// specYAML is the object's spec, for the log.
-func specYAML(t *testing.T, u *unstructured.Unstructured) string {
-	t.Helper()
-	out, err := yaml.Marshal(u.Object["spec"])
-	must(t, err)
-	return string(out)
 }
 
 // testControlPlane creates the test's own control plane for Cluster c1.
