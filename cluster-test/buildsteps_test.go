@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
 )
 
 // Every step that builds the cluster's binaries (build.sh, capi/build.sh) and every folder run.sh
@@ -125,6 +127,6 @@ func emptyModuleCacheEnv(t *testing.T, proxy string) []string {
 func goEnv(t *testing.T, name string) string {
 	t.Helper()
 	out, err := exec.Command("go", "env", name).Output()
-	must(t, err)
+	framework.Must(t, err)
 	return strings.TrimSpace(string(out))
 }

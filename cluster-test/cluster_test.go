@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,9 +34,9 @@ import (
 // testCluster is everything the steps share: the management cluster the fleet starts on, and
 // what the move step needs to start a second one.
 type testCluster struct {
-	*managementCluster
+	*framework.ManagementCluster
 	bin string
-	ca  *certificates
+	ca  *framework.Certificates
 	// setContextAware, when set, switches the policy's contextAware as the cluster runs the
 	// policy (the stack: the ClusterAdmissionPolicy's settings patched); without it the
 	// test's own policy server is restarted with it.
@@ -48,11 +50,11 @@ func (c *testCluster) useContextAware(t *testing.T, on bool) {
 		c.setContextAware(t, on)
 		return
 	}
-	c.server.stop()
+	c.Server.Stop()
 	if on {
-		c.server.start(c.a, map[string]any{"contextAware": true})
+		c.Server.Start(c.Artifacts, map[string]any{"contextAware": true})
 	} else {
-		c.server.start(c.a, nil)
+		c.Server.Start(c.Artifacts, nil)
 	}
 }
 
@@ -60,13 +62,13 @@ func TestCluster(t *testing.T) {
 	// envtest logs through controller-runtime's logger; the processes' own logs are the artifacts.
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
-	a := newArtifacts(t)
-	ca := newCA(t)
+	a := framework.NewArtifacts(t)
+	ca := framework.NewCA(t)
 	// Set-up runs in the test itself: what it starts lives until the whole test ends.
-	c := &testCluster{managementCluster: startManagementCluster(t, a, bin, ca, nil), bin: bin, ca: ca}
+	c := &testCluster{ManagementCluster: framework.StartManagementCluster(t, a, bin, ca, nil), bin: bin, ca: ca}
 	// The person's Git checkout: the manifests of testdata/fleet.
 	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
-		must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
+		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
 	step(t, "CAPI brings a pool up and every controller write is admitted", c.bringUp)
@@ -112,31 +114,31 @@ func clusterBinaries(t *testing.T) string {
 // --- the steps ---
 
 func (c *testCluster) bringUp(t *testing.T) {
-	c.createCluster(t)
+	c.CreateCluster(t)
 
 	// The person applies the pool and its config, as from a Git repository.
 	for _, file := range []string{"pool-1-a.yaml", "pool-1.yaml"} {
-		r := c.person.run(t, "apply", "-f", file)
-		if r.err != nil {
-			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		r := c.Person.Run(t, "apply", "-f", file)
+		if r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
 		}
 	}
-	c.provisionInfrastructure(t, poolName)
+	c.ProvisionInfrastructure(t, framework.PoolName)
 
 	// CAPI's MachinePool controller adopts the config, CABPK fills the join data.
-	config := c.waitFor(t, kubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token, discovery and data secret filled", func(u *unstructured.Unstructured) bool {
-		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+	config := c.WaitFor(t, framework.KubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token, discovery and data secret filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, framework.TokenPath...)
 		endpoint, _, _ := unstructured.NestedString(u.Object, "spec", "joinConfiguration", "discovery", "bootstrapToken", "apiServerEndpoint")
 		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-		return controlledByPool(u, poolName) && u.GetLabels()["cluster.x-k8s.io/cluster-name"] == clusterName &&
+		return framework.ControlledByPool(u, framework.PoolName) && u.GetLabels()["cluster.x-k8s.io/cluster-name"] == framework.ClusterName &&
 			token != "" && endpoint != "" && secret == "pool-1-a"
 	})
-	t.Logf("KubeadmConfig pool-1-a as CAPI left it:\n%s", toYAML(t, []*unstructured.Unstructured{config}))
-	c.waitFor(t, machinePoolGVK, poolName, 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
+	t.Logf("KubeadmConfig pool-1-a as CAPI left it:\n%s", framework.ToYAML(t, []*unstructured.Unstructured{config}))
+	c.WaitFor(t, framework.MachinePoolGVK, framework.PoolName, 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
 		return name == "pool-1-a"
 	})
-	c.checkControllersAdmitted(t, time.Time{})
+	c.CheckControllersAdmitted(t, time.Time{})
 }
 
 func (c *testCluster) reapply(t *testing.T) {
@@ -145,19 +147,19 @@ func (c *testCluster) reapply(t *testing.T) {
 		{"apply", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
 		{"apply", "--server-side", "-f", "pool-1-a.yaml", "-f", "pool-1.yaml"},
 	} {
-		c.admittedWithoutWarning(t, args...)
+		c.AdmittedWithoutWarning(t, args...)
 	}
-	c.checkPersonAdmitted(t, since)
+	c.CheckPersonAdmitted(t, since)
 }
 
 func (c *testCluster) tokenRotations(t *testing.T) {
 	since := time.Now()
-	tokens := c.waitForTokens(t, 4, 4*time.Minute)
+	tokens := c.WaitForTokens(t, 4, 4*time.Minute)
 	t.Logf("tokens CABPK wrote into pool-1-a: %v", tokens)
-	events := c.eventsSince(t, since)
-	var rotations []auditEvent
+	events := c.EventsSince(t, since)
+	var rotations []framework.AuditEvent
 	for _, e := range events {
-		if e.User.Username == c.cabpk && e.resource() == "kubeadmconfigs" && e.isWrite() {
+		if e.User.Username == c.CABPK && e.Resource() == "kubeadmconfigs" && e.IsWrite() {
 			rotations = append(rotations, e)
 		}
 	}
@@ -165,16 +167,16 @@ func (c *testCluster) tokenRotations(t *testing.T) {
 		t.Fatalf("the audit log shows %d CABPK writes of kubeadmconfigs, want at least 3", len(rotations))
 	}
 	for _, e := range rotations {
-		if e.code() >= 300 {
+		if e.Code() >= 300 {
 			t.Errorf("CABPK's write was not admitted: %s", e)
 		}
 	}
-	if open := failedOpen(events, c.webhookName()); len(open) > 0 {
+	if open := framework.FailedOpen(events, c.WebhookName()); len(open) > 0 {
 		t.Errorf("%d requests were admitted without the policy's answer (policy server up): first %s", len(open), open[0])
 	}
-	c.checkNoWarningsTo(t, c.cabpkLog)
-	c.checkControllersAdmitted(t, since)
-	c.checkControllersJudged(t, true)
+	c.CheckNoWarningsTo(t, c.CABPKLog)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
 }
 
 // The edit: the sysctl file's content, and max-pods.
@@ -184,21 +186,21 @@ const (
 )
 
 func (c *testCluster) personEdits(t *testing.T) {
-	before := c.get(t, kubeadmConfigGVK, "pool-1-a")
+	before := c.Get(t, framework.KubeadmConfigGVK, "pool-1-a")
 	// The person changes the sysctl in the file and applies it.
-	original := readFile(t, c.a.path("pool-1-a.yaml"))
+	original := framework.ReadFile(t, c.Artifacts.Path("pool-1-a.yaml"))
 	edited := strings.Replace(string(original), "262144", "524288", 1)
 	editedFile := "pool-1-a.yaml"
-	must(t, os.WriteFile(c.a.path(editedFile), []byte(edited), 0o644))
-	defer func() { must(t, os.WriteFile(c.a.path(editedFile), original, 0o644)) }()
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(editedFile), []byte(edited), 0o644))
+	defer func() { framework.Must(t, os.WriteFile(c.Artifacts.Path(editedFile), original, 0o644)) }()
 
 	// kubectl replace sends the whole object back, with its resourceVersion.
 	replaced := before.DeepCopy()
 	files, _, _ := unstructured.NestedSlice(replaced.Object, "spec", "files")
 	files[0].(map[string]any)["content"] = editedContent
-	must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
+	framework.Must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
 	replaceFile := "pool-1-a-replace.yaml"
-	must(t, os.WriteFile(c.a.path(replaceFile), toYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(replaceFile), framework.ToYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
 
 	remediation := `set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`
@@ -209,7 +211,7 @@ func (c *testCluster) personEdits(t *testing.T) {
 	}{
 		{"kubectl apply", []string{"apply", "-f", editedFile}, "spec.files[0].content: Forbidden: changed"},
 		{"kubectl apply --server-side", []string{"apply", "--server-side", "--force-conflicts", "-f", editedFile}, "spec.files[0].content: Forbidden: changed"},
-		{"kubectl patch", []string{"patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch},
+		{"kubectl patch", []string{"patch", "kubeadmconfig", "pool-1-a", "-n", framework.Namespace, "--type", "merge", "-p", patch},
 			"spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed"},
 		{"kubectl replace", []string{"replace", "-f", replaceFile}, "spec.files[0].content: Forbidden: changed"},
 	}
@@ -221,36 +223,36 @@ func (c *testCluster) personEdits(t *testing.T) {
 				args = append(slices.Clone(args), "--dry-run=server")
 				name += " --dry-run=server"
 			}
-			r := c.person.run(t, args...)
-			if r.err == nil {
-				t.Errorf("%s was admitted; stdout: %s", name, r.stdout)
+			r := c.Person.Run(t, args...)
+			if r.Err == nil {
+				t.Errorf("%s was admitted; stdout: %s", name, r.Stdout)
 				continue
 			}
 			for _, want := range []string{
-				fmt.Sprintf("admission webhook %q denied the request", c.webhookName()),
+				fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
 				tc.path,
 				"The config is in use by MachinePool fleet/pool-1",
 				remediation,
 			} {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("%s: kubectl's stderr lacks %q:\n%s", name, want, r.stderr)
+				if !strings.Contains(r.Stderr, want) {
+					t.Errorf("%s: kubectl's stderr lacks %q:\n%s", name, want, r.Stderr)
 				}
 			}
 			if tc.name == "kubectl apply" && !dryRun {
-				must(t, os.WriteFile(c.a.path("real-rejection.txt"), []byte(r.stderr), 0o644))
+				framework.Must(t, os.WriteFile(c.Artifacts.Path("real-rejection.txt"), []byte(r.Stderr), 0o644))
 				// The README shows what kubectl printed here, to the byte: the suggested
 				// name is a hash of the spec, so the text is the same on every run.
-				if readme := readFile(t, filepath.Join("..", "README.md")); !strings.Contains(string(readme), "\n"+r.stderr) {
-					t.Errorf("README.md's \"A real rejection\" is not what kubectl printed:\n%s", r.stderr)
+				if readme := framework.ReadFile(t, filepath.Join("..", "README.md")); !strings.Contains(string(readme), "\n"+r.Stderr) {
+					t.Errorf("README.md's \"A real rejection\" is not what kubectl printed:\n%s", r.Stderr)
 				}
 			}
 		}
 	}
-	after := c.get(t, kubeadmConfigGVK, "pool-1-a")
+	after := c.Get(t, framework.KubeadmConfigGVK, "pool-1-a")
 	for _, path := range [][]string{{"spec", "files"}, {"spec", "joinConfiguration", "nodeRegistration"}} {
 		b, _, _ := unstructured.NestedFieldNoCopy(before.Object, path...)
 		a, _, _ := unstructured.NestedFieldNoCopy(after.Object, path...)
-		if !jsonEqual(b, a) {
+		if !framework.JSONEqual(b, a) {
 			t.Errorf("%s changed although every edit was refused: %v -> %v", strings.Join(path, "."), b, a)
 		}
 	}
@@ -259,30 +261,30 @@ func (c *testCluster) personEdits(t *testing.T) {
 func (c *testCluster) rotation(t *testing.T) {
 	since := time.Now()
 	// The rotation as the README tells it: a new config with the desired spec, then the ref.
-	newConfig := strings.NewReplacer("name: pool-1-a", "name: pool-1-b", "262144", "524288").Replace(string(readFile(t, c.a.path("pool-1-a.yaml"))))
+	newConfig := strings.NewReplacer("name: pool-1-a", "name: pool-1-b", "262144", "524288").Replace(string(framework.ReadFile(t, c.Artifacts.Path("pool-1-a.yaml"))))
 	newFile := "pool-1-b.yaml"
-	must(t, os.WriteFile(c.a.path(newFile), []byte(newConfig), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(newFile), []byte(newConfig), 0o644))
 	for _, args := range [][]string{
 		{"apply", "-f", newFile},
-		{"patch", "machinepool", poolName, "-n", namespace, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"pool-1-b"}}}}}}`},
+		{"patch", "machinepool", framework.PoolName, "-n", framework.Namespace, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"pool-1-b"}}}}}}`},
 	} {
-		r := c.person.run(t, args...)
-		if r.err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		r := c.Person.Run(t, args...)
+		if r.Err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 		}
 	}
-	c.waitFor(t, machinePoolGVK, poolName, 3*time.Minute, "moved to pool-1-b's data secret", func(u *unstructured.Unstructured) bool {
+	c.WaitFor(t, framework.MachinePoolGVK, framework.PoolName, 3*time.Minute, "moved to pool-1-b's data secret", func(u *unstructured.Unstructured) bool {
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
 		return name == "pool-1-b"
 	})
-	c.waitFor(t, kubeadmConfigGVK, "pool-1-b", time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
-		return controlledByPool(u, poolName)
+	c.WaitFor(t, framework.KubeadmConfigGVK, "pool-1-b", time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
+		return framework.ControlledByPool(u, framework.PoolName)
 	})
-	if old := c.get(t, kubeadmConfigGVK, "pool-1-a"); !controlledByPool(old, poolName) {
+	if old := c.Get(t, framework.KubeadmConfigGVK, "pool-1-a"); !framework.ControlledByPool(old, framework.PoolName) {
 		t.Errorf("the rotated-out config lost its ownerReference: %v", old.GetOwnerReferences())
 	}
-	c.checkPersonAdmitted(t, since)
-	c.checkControllersAdmitted(t, since)
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
 }
 
 func (c *testCluster) contextAware(t *testing.T) {
@@ -293,35 +295,35 @@ func (c *testCluster) contextAware(t *testing.T) {
 
 	// What the README's RBAC grants the policy-server, as the API server answers it.
 	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
-		r := c.person.run(t, "auth", "can-i", "list", resource, "-n", namespace, "--as", "system:serviceaccount:"+c.policyServerSA.Namespace+":"+c.policyServerSA.Name)
-		if strings.TrimSpace(r.stdout) != "yes" {
-			t.Errorf("the policy-server's ServiceAccount may not list %s: %s %s", resource, r.stdout, r.stderr)
+		r := c.Person.Run(t, "auth", "can-i", "list", resource, "-n", framework.Namespace, "--as", "system:serviceaccount:"+c.PolicyServerSA.Namespace+":"+c.PolicyServerSA.Name)
+		if strings.TrimSpace(r.Stdout) != "yes" {
+			t.Errorf("the policy-server's ServiceAccount may not list %s: %s %s", resource, r.Stdout, r.Stderr)
 		}
 	}
-	checkLookupVerdicts(t, c.managementCluster, patch)
-	c.checkControllersAdmitted(t, since)
+	checkLookupVerdicts(t, c.ManagementCluster, patch)
+	c.CheckControllersAdmitted(t, since)
 }
 
 // checkLookupVerdicts: with contextAware: true, after the rotation step, the person's `patch` of
 // rotated-out pool-1-a is admitted with the rotated-out warning, while the same patch of pool-1-b,
 // which pool-1 references, is refused with its path, and deleting pool-1-b is refused.
-func checkLookupVerdicts(t *testing.T, m *managementCluster, patch string) {
+func checkLookupVerdicts(t *testing.T, m *framework.ManagementCluster, patch string) {
 	t.Helper()
-	r := m.person.run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", namespace, "--type", "merge", "-p", patch)
-	if r.err != nil {
-		t.Errorf("the edit of rotated-out pool-1-a was refused: %v\n%s", r.err, r.stderr)
+	r := m.Person.Run(t, "patch", "kubeadmconfig", "pool-1-a", "-n", framework.Namespace, "--type", "merge", "-p", patch)
+	if r.Err != nil {
+		t.Errorf("the edit of rotated-out pool-1-a was refused: %v\n%s", r.Err, r.Stderr)
 	}
-	if want := "Warning: KubeadmConfig pool-1-a is rotated out (no MachinePool references it): this edit reaches no node"; !strings.Contains(r.stderr, want) {
-		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	if want := "Warning: KubeadmConfig pool-1-a is rotated out (no MachinePool references it): this edit reaches no node"; !strings.Contains(r.Stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 	}
 	// The config the pool references now is protected, found by the lookup.
-	r = m.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p", patch)
-	if r.err == nil || !strings.Contains(r.stderr, "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed") {
-		t.Errorf("the edit of in-use pool-1-b was not refused with its path: %v\n%s", r.err, r.stderr)
+	r = m.Person.Run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", framework.Namespace, "--type", "merge", "-p", patch)
+	if r.Err == nil || !strings.Contains(r.Stderr, "spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed") {
+		t.Errorf("the edit of in-use pool-1-b was not refused with its path: %v\n%s", r.Err, r.Stderr)
 	}
-	r = m.person.run(t, "delete", "kubeadmconfig", "pool-1-b", "-n", namespace, "--dry-run=server")
-	if r.err == nil || !strings.Contains(r.stderr, "referenced by the configRef of MachinePool") {
-		t.Errorf("deleting the referenced pool-1-b was not refused: %v\n%s", r.err, r.stderr)
+	r = m.Person.Run(t, "delete", "kubeadmconfig", "pool-1-b", "-n", framework.Namespace, "--dry-run=server")
+	if r.Err == nil || !strings.Contains(r.Stderr, "referenced by the configRef of MachinePool") {
+		t.Errorf("deleting the referenced pool-1-b was not refused: %v\n%s", r.Err, r.Stderr)
 	}
 }
 
@@ -331,19 +333,19 @@ func checkLookupVerdicts(t *testing.T, m *managementCluster, patch string) {
 // adopts the new object and CABPK writes the data Secret of the same name from its spec, so the
 // pool's dataSecretName stays and nothing rolls out, which is what the warning says.
 func (c *testCluster) replaceForce(t *testing.T) {
-	pool := c.get(t, machinePoolGVK, poolName)
+	pool := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	configName, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
-	before := c.get(t, kubeadmConfigGVK, configName)
+	before := c.Get(t, framework.KubeadmConfigGVK, configName)
 	dataSecret, _, _ := unstructured.NestedString(before.Object, "status", "dataSecretName")
-	secretBefore := c.secret(t, dataSecret)
+	secretBefore := c.Secret(t, dataSecret)
 	// The person's manifest of the config, with another sysctl.
 	const replacedContent = "vm.max_map_count = 1048576"
-	manifest := strings.Replace(string(readFile(t, c.a.path(configName+".yaml"))), "vm.max_map_count = 524288", replacedContent, 1)
+	manifest := strings.Replace(string(framework.ReadFile(t, c.Artifacts.Path(configName+".yaml"))), "vm.max_map_count = 524288", replacedContent, 1)
 	if !strings.Contains(manifest, replacedContent) {
 		t.Fatalf("%s.yaml has no sysctl to change:\n%s", configName, manifest)
 	}
 	file := configName + "-replace-force.yaml"
-	must(t, os.WriteFile(c.a.path(file), []byte(manifest), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(file), []byte(manifest), 0o644))
 	content := func(u *unstructured.Unstructured) string {
 		files, _, _ := unstructured.NestedSlice(u.Object, "spec", "files")
 		if len(files) == 0 {
@@ -355,40 +357,40 @@ func (c *testCluster) replaceForce(t *testing.T) {
 
 	// contextAware: the DELETE is refused, kubectl creates nothing.
 	c.useContextAware(t, true)
-	r := c.person.run(t, "replace", "--force", "-f", file)
+	r := c.Person.Run(t, "replace", "--force", "-f", file)
 	c.useContextAware(t, false)
-	if r.err == nil {
+	if r.Err == nil {
 		t.Errorf("kubectl replace --force of the in-use %s was admitted with contextAware: true", configName)
 	}
 	for _, want := range []string{
-		fmt.Sprintf("admission webhook %q denied the request", c.webhookName()),
-		fmt.Sprintf("[metadata.name: Forbidden: referenced by the configRef of MachinePool %s/%s]", namespace, poolName),
+		fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
+		fmt.Sprintf("[metadata.name: Forbidden: referenced by the configRef of MachinePool %s/%s]", framework.Namespace, framework.PoolName),
 	} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("contextAware: kubectl's stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("contextAware: kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
-	kept := c.get(t, kubeadmConfigGVK, configName)
+	kept := c.Get(t, framework.KubeadmConfigGVK, configName)
 	if kept.GetUID() != before.GetUID() || content(kept) != content(before) {
 		t.Errorf("contextAware: %s was replaced although its DELETE was refused: uid %s -> %s, content %q -> %q",
 			configName, before.GetUID(), kept.GetUID(), content(before), content(kept))
 	}
-	if s := c.secret(t, dataSecret); s.UID != secretBefore.UID || strings.Contains(string(s.Data["value"]), replacedContent) {
+	if s := c.Secret(t, dataSecret); s.UID != secretBefore.UID || strings.Contains(string(s.Data["value"]), replacedContent) {
 		t.Errorf("contextAware: the data Secret %s changed: uid %s -> %s", dataSecret, secretBefore.UID, s.UID)
 	}
 
 	// The default mode: admitted, the DELETE warned.
 	since := time.Now()
-	r = c.person.run(t, "replace", "--force", "-f", file)
-	if r.err != nil {
-		t.Fatalf("kubectl replace --force in the default mode: %v\n%s", r.err, r.stderr)
+	r = c.Person.Run(t, "replace", "--force", "-f", file)
+	if r.Err != nil {
+		t.Fatalf("kubectl replace --force in the default mode: %v\n%s", r.Err, r.Stderr)
 	}
-	if want := fmt.Sprintf("Warning: MachinePool %s owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)", poolName); !strings.Contains(r.stderr, want) {
-		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	if want := fmt.Sprintf("Warning: MachinePool %s owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)", framework.PoolName); !strings.Contains(r.Stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 	}
-	replaced := c.waitFor(t, kubeadmConfigGVK, configName, 3*time.Minute, "replaced, adopted by the pool again and its data secret written", func(u *unstructured.Unstructured) bool {
+	replaced := c.WaitFor(t, framework.KubeadmConfigGVK, configName, 3*time.Minute, "replaced, adopted by the pool again and its data secret written", func(u *unstructured.Unstructured) bool {
 		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-		return u.GetUID() != before.GetUID() && controlledByPool(u, poolName) && secret == dataSecret
+		return u.GetUID() != before.GetUID() && framework.ControlledByPool(u, framework.PoolName) && secret == dataSecret
 	})
 	if got := content(replaced); !strings.Contains(got, replacedContent) {
 		t.Errorf("the replaced %s holds %q, want the manifest's %q", configName, got, replacedContent)
@@ -397,20 +399,20 @@ func (c *testCluster) replaceForce(t *testing.T) {
 	// tells the infrastructure provider to replace an instance.
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		s := &corev1.Secret{}
-		if err := c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: dataSecret}, s); err != nil {
+		if err := c.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.Namespace, Name: dataSecret}, s); err != nil {
 			return false, nil
 		}
 		return strings.Contains(string(s.Data["value"]), replacedContent), nil
 	})
 	if err != nil {
-		t.Errorf("the data Secret %s never carried the replaced spec (CABPK log: %s)", dataSecret, c.cabpkLog)
+		t.Errorf("the data Secret %s never carried the replaced spec (CABPK log: %s)", dataSecret, c.CABPKLog)
 	}
-	pool = c.get(t, machinePoolGVK, poolName)
+	pool = c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	if name, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "dataSecretName"); name != dataSecret {
 		t.Errorf("the pool's dataSecretName moved to %q: a roll-out the replace should not have caused", name)
 	}
-	c.checkPersonAdmitted(t, since)
-	c.checkControllersAdmitted(t, since)
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
 }
 
 // v1beta1Clients: a GitOps repository still written in v1beta1, on CAPI v1.12 or v1.14, which
@@ -419,16 +421,16 @@ func (c *testCluster) replaceForce(t *testing.T) {
 func (c *testCluster) v1beta1Clients(t *testing.T) {
 	since := time.Now()
 	files := []string{"-f", "pool-2-a.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml"}
-	if r := c.person.run(t, append([]string{"apply"}, files...)...); r.err != nil {
-		t.Fatalf("kubectl apply of the v1beta1 manifests: %v\n%s", r.err, r.stderr)
+	if r := c.Person.Run(t, append([]string{"apply"}, files...)...); r.Err != nil {
+		t.Fatalf("kubectl apply of the v1beta1 manifests: %v\n%s", r.Err, r.Stderr)
 	}
-	c.provisionInfrastructure(t, "pool-2")
-	c.waitFor(t, kubeadmConfigGVK, "pool-2-a", 3*time.Minute, "adopted by pool-2, its join data filled", func(u *unstructured.Unstructured) bool {
-		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+	c.ProvisionInfrastructure(t, "pool-2")
+	c.WaitFor(t, framework.KubeadmConfigGVK, "pool-2-a", 3*time.Minute, "adopted by pool-2, its join data filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, framework.TokenPath...)
 		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-		return controlledByPool(u, "pool-2") && token != "" && secret == "pool-2-a"
+		return framework.ControlledByPool(u, "pool-2") && token != "" && secret == "pool-2-a"
 	})
-	c.waitFor(t, machinePoolGVK, "pool-2", 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
+	c.WaitFor(t, framework.MachinePoolGVK, "pool-2", 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
 		return name == "pool-2-a"
 	})
@@ -441,16 +443,16 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		// client-side apply that created them (409, before any webhook is called).
 		append([]string{"apply", "--server-side", "--force-conflicts"}, files...),
 	} {
-		c.admittedWithoutWarning(t, args...)
+		c.AdmittedWithoutWarning(t, args...)
 	}
 
 	// Read back through v1beta1, the fields storage drops are gone: the re-applies above sent
 	// them again, and nothing was refused or warned (issue 33).
 	// CAPI's conversion marks what it converted down from storage: the policy's signal.
-	r := c.person.run(t, "get", "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io", "pool-2-a", "-n", namespace, "-o", "json")
+	r := c.Person.Run(t, "get", "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io", "pool-2-a", "-n", framework.Namespace, "-o", "json")
 	var asV1beta1 unstructured.Unstructured
-	if r.err != nil || asV1beta1.UnmarshalJSON([]byte(r.stdout)) != nil {
-		t.Fatalf("kubectl get of pool-2-a through v1beta1: %v\n%s", r.err, r.stderr)
+	if r.Err != nil || asV1beta1.UnmarshalJSON([]byte(r.Stdout)) != nil {
+		t.Fatalf("kubectl get of pool-2-a through v1beta1: %v\n%s", r.Err, r.Stderr)
 	}
 	for _, dropped := range [][]string{
 		{"useExperimentalRetryJoin"}, {"clusterConfiguration", "networking"}, {"clusterConfiguration", "kubernetesVersion"},
@@ -472,28 +474,28 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 	// useExperimentalRetryJoin changed through v1beta1: nothing is stored, so the apply is
 	// admitted with the warning that it has no effect; server-side apply keeps no value of the
 	// dropped field to compare, and is admitted without one.
-	original := readFile(t, c.a.path("pool-2-a.v1beta1.yaml"))
-	defer func() { must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), original, 0o644)) }()
+	original := framework.ReadFile(t, c.Artifacts.Path("pool-2-a.v1beta1.yaml"))
+	defer func() { framework.Must(t, os.WriteFile(c.Artifacts.Path("pool-2-a.v1beta1.yaml"), original, 0o644)) }()
 	retryJoinOff := strings.Replace(string(original), "useExperimentalRetryJoin: true", "useExperimentalRetryJoin: false", 1)
-	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(retryJoinOff), 0o644))
-	r = c.person.run(t, "apply", "-f", "pool-2-a.v1beta1.yaml")
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("pool-2-a.v1beta1.yaml"), []byte(retryJoinOff), 0o644))
+	r = c.Person.Run(t, "apply", "-f", "pool-2-a.v1beta1.yaml")
 	noEffect := "spec.useExperimentalRetryJoin changed, no effect: the stored KubeadmConfig version has no such field"
-	if w := policyWarnings(r.stderr); r.err != nil || len(w) != 1 || !strings.Contains(w[0], noEffect) {
-		t.Errorf("useExperimentalRetryJoin changed through v1beta1: want admitted with the warning %q: %v\n%s", noEffect, r.err, r.stderr)
+	if w := framework.PolicyWarnings(r.Stderr); r.Err != nil || len(w) != 1 || !strings.Contains(w[0], noEffect) {
+		t.Errorf("useExperimentalRetryJoin changed through v1beta1: want admitted with the warning %q: %v\n%s", noEffect, r.Err, r.Stderr)
 	}
-	c.admittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml")
+	c.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml")
 
 	// A real edit through v1beta1 beside it is refused, named as the v1beta1 client wrote it,
 	// and only the real path is named.
-	must(t, os.WriteFile(c.a.path("pool-2-a.v1beta1.yaml"), []byte(strings.NewReplacer(`max-pods: "110"`, `max-pods: "64"`, "useExperimentalRetryJoin: true", "useExperimentalRetryJoin: false").Replace(string(original))), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("pool-2-a.v1beta1.yaml"), []byte(strings.NewReplacer(`max-pods: "110"`, `max-pods: "64"`, "useExperimentalRetryJoin: true", "useExperimentalRetryJoin: false").Replace(string(original))), 0o644))
 	for _, args := range [][]string{
 		{"apply", "-f", "pool-2-a.v1beta1.yaml"},
 		{"apply", "--server-side", "--force-conflicts", "-f", "pool-2-a.v1beta1.yaml"},
 	} {
-		r := c.person.run(t, args...)
+		r := c.Person.Run(t, args...)
 		want := "[spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed]"
-		if r.err == nil || !strings.Contains(r.stderr, want) {
-			t.Errorf("kubectl %s: want a refusal naming only %q: %v\n%s", strings.Join(args, " "), want, r.err, r.stderr)
+		if r.Err == nil || !strings.Contains(r.Stderr, want) {
+			t.Errorf("kubectl %s: want a refusal naming only %q: %v\n%s", strings.Join(args, " "), want, r.Err, r.Stderr)
 		}
 	}
 
@@ -504,73 +506,73 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 		append([]string{"apply"}, template...),
 		append([]string{"apply", "--server-side", "--force-conflicts"}, template...),
 	} {
-		c.admittedWithoutWarning(t, args...)
+		c.AdmittedWithoutWarning(t, args...)
 	}
-	templateFile := readFile(t, c.a.path("workers-md-0.v1beta1.yaml"))
-	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), []byte(strings.Replace(string(templateFile), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
-	r = c.person.run(t, append([]string{"apply"}, template...)...)
-	if want := "spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"; r.err == nil || !strings.Contains(r.stderr, want) {
-		t.Errorf("the template edit through v1beta1: want a refusal naming %q: %v\n%s", want, r.err, r.stderr)
+	templateFile := framework.ReadFile(t, c.Artifacts.Path("workers-md-0.v1beta1.yaml"))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("workers-md-0.v1beta1.yaml"), []byte(strings.Replace(string(templateFile), `max-pods: "110"`, `max-pods: "64"`, 1)), 0o644))
+	r = c.Person.Run(t, append([]string{"apply"}, template...)...)
+	if want := "spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed"; r.Err == nil || !strings.Contains(r.Stderr, want) {
+		t.Errorf("the template edit through v1beta1: want a refusal naming %q: %v\n%s", want, r.Err, r.Stderr)
 	}
-	must(t, os.WriteFile(c.a.path("workers-md-0.v1beta1.yaml"), templateFile, 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("workers-md-0.v1beta1.yaml"), templateFile, 0o644))
 
 	// A v1beta1 rotation is a rotation.
 	rotated := strings.NewReplacer("name: pool-2-a", "name: pool-2-b", `max-pods: "110"`, `max-pods: "64"`).Replace(string(original))
-	must(t, os.WriteFile(c.a.path("pool-2-b.v1beta1.yaml"), []byte(rotated), 0o644))
-	pool := strings.Replace(string(readFile(t, c.a.path("pool-2.v1beta1.yaml"))), "name: pool-2-a", "name: pool-2-b", 1)
-	must(t, os.WriteFile(c.a.path("pool-2.v1beta1.yaml"), []byte(pool), 0o644))
-	r = c.person.run(t, "apply", "-f", "pool-2-b.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml")
-	if r.err != nil {
-		t.Fatalf("the v1beta1 rotation was refused: %v\n%s", r.err, r.stderr)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("pool-2-b.v1beta1.yaml"), []byte(rotated), 0o644))
+	pool := strings.Replace(string(framework.ReadFile(t, c.Artifacts.Path("pool-2.v1beta1.yaml"))), "name: pool-2-a", "name: pool-2-b", 1)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("pool-2.v1beta1.yaml"), []byte(pool), 0o644))
+	r = c.Person.Run(t, "apply", "-f", "pool-2-b.v1beta1.yaml", "-f", "pool-2.v1beta1.yaml")
+	if r.Err != nil {
+		t.Fatalf("the v1beta1 rotation was refused: %v\n%s", r.Err, r.Stderr)
 	}
-	if w := policyWarnings(r.stderr); len(w) > 0 {
+	if w := framework.PolicyWarnings(r.Stderr); len(w) > 0 {
 		t.Errorf("the v1beta1 rotation printed a warning of the policy: %q", w)
 	}
-	c.waitFor(t, machinePoolGVK, "pool-2", 3*time.Minute, "moved to pool-2-b's data secret", func(u *unstructured.Unstructured) bool {
+	c.WaitFor(t, framework.MachinePoolGVK, "pool-2", 3*time.Minute, "moved to pool-2-b's data secret", func(u *unstructured.Unstructured) bool {
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
 		return name == "pool-2-b"
 	})
-	c.checkPersonAdmittedExceptEdits(t, since)
-	c.checkControllersAdmitted(t, since)
+	c.CheckPersonAdmittedExceptEdits(t, since)
+	c.CheckControllersAdmitted(t, since)
 }
 
 func (c *testCluster) outage(t *testing.T) {
-	c.server.stop()
+	c.Server.Stop()
 	down := time.Now()
-	tokens := c.waitForTokens(t, 3, 3*time.Minute)
+	tokens := c.WaitForTokens(t, 3, 3*time.Minute)
 	t.Logf("tokens CABPK wrote with the policy server down: %v", tokens)
-	events := c.eventsSince(t, down)
-	open := failedOpen(events, c.webhookName())
+	events := c.EventsSince(t, down)
+	open := framework.FailedOpen(events, c.WebhookName())
 	if len(open) < 2 {
 		t.Fatalf("%d requests failed open while the policy server was down, want the rotations' (at least 2)", len(open))
 	}
 	for _, e := range open {
-		if e.code() >= 300 {
+		if e.Code() >= 300 {
 			t.Errorf("failed open but not admitted: %s", e)
 		}
 	}
 	// None is lost: the token in the config is a live bootstrap token.
-	config := c.get(t, kubeadmConfigGVK, "pool-1-b")
-	token, _, _ := unstructured.NestedString(config.Object, tokenPath...)
+	config := c.Get(t, framework.KubeadmConfigGVK, "pool-1-b")
+	token, _, _ := unstructured.NestedString(config.Object, framework.TokenPath...)
 	id, _, _ := strings.Cut(token, ".")
 	secret := &corev1.Secret{}
-	if err := c.cp.client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "bootstrap-token-" + id}, secret); err != nil {
+	if err := c.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "bootstrap-token-" + id}, secret); err != nil {
 		t.Errorf("the config's token %s has no bootstrap token Secret: %v", id, err)
 	}
 
 	// Slow: something accepts the webhook's connections and never answers. The API server
 	// waits timeoutSeconds, then fails open; CAPI's writes are late, not lost.
-	timeout := time.Duration(*c.policy.Spec.TimeoutSeconds) * time.Second
+	timeout := time.Duration(*c.Policy.Spec.TimeoutSeconds) * time.Second
 	slow := time.Now()
-	stopHanging := hang(t, c.server.port)
-	tokens = c.waitForTokens(t, 2, 3*time.Minute)
+	stopHanging := hang(t, c.Server.Port)
+	tokens = c.WaitForTokens(t, 2, 3*time.Minute)
 	stopped := time.Now()
 	stopHanging()
 	t.Logf("tokens CABPK wrote with the policy server hanging: %v", tokens)
 	// Requests still waiting when the listener closes fail open at once (connection reset):
 	// only those answered while it hung show the timeout.
 	open = nil
-	for _, e := range failedOpen(c.eventsSince(t, slow), c.webhookName()) {
+	for _, e := range framework.FailedOpen(c.EventsSince(t, slow), c.WebhookName()) {
 		if e.StageTimestamp.Before(stopped) {
 			open = append(open, e)
 		}
@@ -579,27 +581,27 @@ func (c *testCluster) outage(t *testing.T) {
 		t.Fatal("no request failed open while the policy server hung")
 	}
 	for _, e := range open {
-		if e.code() >= 300 {
+		if e.Code() >= 300 {
 			t.Errorf("failed open but not admitted: %s", e)
 		}
-		if e.took() < timeout-500*time.Millisecond {
-			t.Errorf("failed open after %s, before policy.yaml's timeoutSeconds (%s): %s", e.took(), timeout, e)
+		if e.Took() < timeout-500*time.Millisecond {
+			t.Errorf("failed open after %s, before policy.yaml's timeoutSeconds (%s): %s", e.Took(), timeout, e)
 		}
 	}
-	t.Logf("%d requests failed open after the webhook's timeout; the first took %s", len(open), open[0].took())
+	t.Logf("%d requests failed open after the webhook's timeout; the first took %s", len(open), open[0].Took())
 
-	c.server.start(c.a, nil)
+	c.Server.Start(c.Artifacts, nil)
 	up := time.Now()
-	r := c.person.run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", namespace, "--type", "merge", "-p",
+	r := c.Person.Run(t, "patch", "kubeadmconfig", "pool-1-b", "-n", framework.Namespace, "--type", "merge", "-p",
 		fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods))
-	if r.err == nil || !strings.Contains(r.stderr, "denied the request") {
-		t.Errorf("with the policy server back the in-place edit was not refused: %v\n%s", r.err, r.stderr)
+	if r.Err == nil || !strings.Contains(r.Stderr, "denied the request") {
+		t.Errorf("with the policy server back the in-place edit was not refused: %v\n%s", r.Err, r.Stderr)
 	}
-	c.waitForTokens(t, 2, 2*time.Minute)
-	if open := failedOpen(c.eventsSince(t, up), c.webhookName()); len(open) > 0 {
+	c.WaitForTokens(t, 2, 2*time.Minute)
+	if open := framework.FailedOpen(c.EventsSince(t, up), c.WebhookName()); len(open) > 0 {
 		t.Errorf("requests failed open with the policy server back: %s", open[0])
 	}
-	c.checkControllersAdmitted(t, up)
+	c.CheckControllersAdmitted(t, up)
 }
 
 // hang listens on the policy server's port and holds every connection without a byte in
@@ -607,7 +609,7 @@ func (c *testCluster) outage(t *testing.T) {
 func hang(t *testing.T, port int) func() {
 	t.Helper()
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	must(t, err)
+	framework.Must(t, err)
 	var mu sync.Mutex
 	var conns []net.Conn
 	go func() {
@@ -632,8 +634,8 @@ func hang(t *testing.T, port int) func() {
 }
 
 func (c *testCluster) noControllerRefused(t *testing.T) {
-	c.checkControllersAdmitted(t, time.Time{})
-	c.checkControllersJudged(t, true)
+	c.CheckControllersAdmitted(t, time.Time{})
+	c.CheckControllersJudged(t, true)
 }
 
 // --- checks ---

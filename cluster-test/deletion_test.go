@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,27 +58,27 @@ func (c *testCluster) machinePoolDeletion(t *testing.T) {
 		contextAware = on
 	})
 
-	checkGarbageCollectorNotRefused(t, c.eventsSince(t, since), c.webhookName())
+	checkGarbageCollectorNotRefused(t, c.EventsSince(t, since), c.WebhookName())
 	// What the policy server judged of the garbage collector (policy-host serve's log).
-	if verdicts, ok := readVerdicts(t, c.policyServerLogs(t)); ok {
+	if verdicts, ok := framework.ReadVerdicts(t, c.PolicyServerLogs(t)); ok {
 		deletes := 0
 		for _, v := range verdicts {
-			if v.user != garbageCollector {
+			if v.User != garbageCollector {
 				continue
 			}
-			if v.operation == "DELETE" {
+			if v.Operation == "DELETE" {
 				deletes++
 			}
-			if !v.allowed || v.warnings > 0 {
-				t.Errorf("the policy judged the garbage collector's %s of a %s: allowed=%t, %d warnings", v.operation, v.kind, v.allowed, v.warnings)
+			if !v.Allowed || v.Warnings > 0 {
+				t.Errorf("the policy judged the garbage collector's %s of a %s: allowed=%t, %d warnings", v.Operation, v.Kind, v.Allowed, v.Warnings)
 			}
 		}
 		if deletes == 0 {
 			t.Error("the policy server judged no DELETE of the garbage collector")
 		}
 	}
-	c.checkPersonAdmitted(t, since)
-	c.checkControllersAdmitted(t, since)
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
 }
 
 // deletionCase is a MachinePool the deletion steps make, rotate once and delete with a cascade
@@ -97,7 +99,7 @@ func (c *testCluster) rotatedPools(t *testing.T, cases []deletionCase) {
 	}
 	c.personApplies(t, files...)
 	for _, tc := range cases {
-		c.provisionInfrastructure(t, tc.pool)
+		c.ProvisionInfrastructure(t, tc.pool)
 	}
 	for _, tc := range cases {
 		c.waitForDataSecret(t, tc.pool, tc.pool+"-a")
@@ -105,21 +107,21 @@ func (c *testCluster) rotatedPools(t *testing.T, cases []deletionCase) {
 	files = nil
 	for _, tc := range cases {
 		rotated := strings.NewReplacer("name: "+tc.pool+"-a", "name: "+tc.pool+"-b", "262144", "524288").
-			Replace(string(readFile(t, c.a.path(tc.pool+"-a.yaml"))))
-		must(t, os.WriteFile(c.a.path(tc.pool+"-b.yaml"), []byte(rotated), 0o644))
+			Replace(string(framework.ReadFile(t, c.Artifacts.Path(tc.pool+"-a.yaml"))))
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(tc.pool+"-b.yaml"), []byte(rotated), 0o644))
 		files = append(files, tc.pool+"-b.yaml")
 	}
 	c.personApplies(t, files...)
 	for _, tc := range cases {
-		if r := c.person.run(t, "patch", "machinepool", tc.pool, "-n", namespace, "--type", "merge", "-p",
-			`{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"`+tc.pool+`-b"}}}}}}`); r.err != nil {
-			t.Fatalf("the rotation of %s: %v\n%s", tc.pool, r.err, r.stderr)
+		if r := c.Person.Run(t, "patch", "machinepool", tc.pool, "-n", framework.Namespace, "--type", "merge", "-p",
+			`{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":"`+tc.pool+`-b"}}}}}}`); r.Err != nil {
+			t.Fatalf("the rotation of %s: %v\n%s", tc.pool, r.Err, r.Stderr)
 		}
 	}
 	for _, tc := range cases {
 		c.waitForDataSecret(t, tc.pool, tc.pool+"-b")
-		c.waitFor(t, kubeadmConfigGVK, tc.pool+"-b", time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
-			return controlledByPool(u, tc.pool)
+		c.WaitFor(t, framework.KubeadmConfigGVK, tc.pool+"-b", time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
+			return framework.ControlledByPool(u, tc.pool)
 		})
 	}
 }
@@ -144,9 +146,9 @@ func (c *testCluster) deletePools(t *testing.T, cases []deletionCase, contextAwa
 
 // checkGarbageCollectorNotRefused fails on every write of the garbage collector's in events
 // that webhook refused.
-func checkGarbageCollectorNotRefused(t *testing.T, events []auditEvent, webhook string) {
+func checkGarbageCollectorNotRefused(t *testing.T, events []framework.AuditEvent, webhook string) {
 	t.Helper()
-	for _, e := range deniedBy(events, webhook) {
+	for _, e := range framework.DeniedBy(events, webhook) {
 		if e.User.Username == garbageCollector {
 			t.Errorf("the policy refused the garbage collector's write: %s", e)
 		}
@@ -157,13 +159,13 @@ func checkGarbageCollectorNotRefused(t *testing.T, events []auditEvent, webhook 
 // what became of its configs <pool>-a (rotated out) and <pool>-b (in use).
 func (c *testCluster) deletePool(t *testing.T, pool, cascade string) {
 	start := time.Now()
-	r := c.person.run(t, "delete", "machinepool", pool, "-n", namespace, "--cascade="+cascade, "--timeout="+deletionBound.String())
+	r := c.Person.Run(t, "delete", "machinepool", pool, "-n", framework.Namespace, "--cascade="+cascade, "--timeout="+deletionBound.String())
 	took := time.Since(start)
-	if r.err != nil {
+	if r.Err != nil {
 		t.Fatalf("kubectl delete machinepool %s --cascade=%s did not complete in %s: %v\n%s (logs: %s, %s)",
-			pool, cascade, deletionBound, r.err, r.stderr, c.capiLog, c.cp.controllerManager.log)
+			pool, cascade, deletionBound, r.Err, r.Stderr, c.CAPILog, c.CP.ControllerManager.Log)
 	}
-	if w := policyWarnings(r.stderr); len(w) > 0 {
+	if w := framework.PolicyWarnings(r.Stderr); len(w) > 0 {
 		t.Errorf("kubectl delete machinepool printed a warning of the policy: %q", w)
 	}
 	t.Logf("kubectl delete machinepool %s --cascade=%s completed in %s", pool, cascade, took.Round(time.Millisecond))
@@ -171,25 +173,25 @@ func (c *testCluster) deletePool(t *testing.T, pool, cascade string) {
 	inUse, rotatedOut := pool+"-b", pool+"-a"
 	c.waitGone(t, inUse)
 	if cascade == "orphan" {
-		orphaned := c.get(t, kubeadmConfigGVK, rotatedOut)
+		orphaned := c.Get(t, framework.KubeadmConfigGVK, rotatedOut)
 		if refs := orphaned.GetOwnerReferences(); len(refs) > 0 {
 			t.Errorf("with --cascade=orphan %s still has ownerReferences %v", rotatedOut, refs)
 		}
-		r := c.person.run(t, "delete", "kubeadmconfig", rotatedOut, "-n", namespace, "--timeout="+deletionBound.String())
-		if r.err != nil {
-			t.Errorf("the person's DELETE of the orphaned, rotated-out %s: %v\n%s", rotatedOut, r.err, r.stderr)
+		r := c.Person.Run(t, "delete", "kubeadmconfig", rotatedOut, "-n", framework.Namespace, "--timeout="+deletionBound.String())
+		if r.Err != nil {
+			t.Errorf("the person's DELETE of the orphaned, rotated-out %s: %v\n%s", rotatedOut, r.Err, r.Stderr)
 		}
-		if w := policyWarnings(r.stderr); len(w) > 0 {
+		if w := framework.PolicyWarnings(r.Stderr); len(w) > 0 {
 			t.Errorf("the person's DELETE of the orphaned, rotated-out %s printed a warning of the policy: %q", rotatedOut, w)
 		}
 	}
 	c.waitGone(t, rotatedOut)
 
 	// The audit log's requests for the two configs since the deletion began, by user.
-	var writes []auditEvent
+	var writes []framework.AuditEvent
 	var lastPoolWrite time.Time
-	for _, e := range c.eventsSince(t, start) {
-		if e.ObjectRef == nil || e.ObjectRef.Namespace != namespace || !e.isWrite() {
+	for _, e := range c.EventsSince(t, start) {
+		if e.ObjectRef == nil || e.ObjectRef.Namespace != framework.Namespace || !e.IsWrite() {
 			continue
 		}
 		if e.ObjectRef.Resource == "machinepools" && e.ObjectRef.Name == pool && e.StageTimestamp.After(lastPoolWrite) {
@@ -199,30 +201,30 @@ func (c *testCluster) deletePool(t *testing.T, pool, cascade string) {
 			writes = append(writes, e)
 		}
 	}
-	summarize(t, "the configs of "+pool, writes)
-	admitted := func(user, verb, name string) []auditEvent {
-		var out []auditEvent
+	framework.Summarize(t, "the configs of "+pool, writes)
+	admitted := func(user, verb, name string) []framework.AuditEvent {
+		var out []framework.AuditEvent
 		for _, e := range writes {
-			if e.User.Username == user && e.Verb == verb && e.ObjectRef.Name == name && e.code() < 300 {
+			if e.User.Username == user && e.Verb == verb && e.ObjectRef.Name == name && e.Code() < 300 {
 				out = append(out, e)
 			}
 		}
 		return out
 	}
-	for _, e := range deniedBy(writes, c.webhookName()) {
+	for _, e := range framework.DeniedBy(writes, c.WebhookName()) {
 		t.Errorf("refused: %s", e)
 	}
-	for _, e := range failedOpen(writes, c.webhookName()) {
+	for _, e := range framework.FailedOpen(writes, c.WebhookName()) {
 		t.Errorf("admitted without the policy's answer (failed open): %s", e)
 	}
 	for _, e := range writes {
-		if e.code() >= 300 && !notAVerdict(e) {
+		if e.Code() >= 300 && !notAVerdict(e) {
 			t.Errorf("not admitted: %s", e)
 		}
 	}
 	switch cascade {
 	case "background":
-		if len(admitted(c.capiManager, "delete", inUse)) == 0 {
+		if len(admitted(c.CAPIManager, "delete", inUse)) == 0 {
 			t.Errorf("no DELETE of %s by CAPI's manager admitted", inUse)
 		}
 		if len(admitted(garbageCollector, "delete", rotatedOut)) == 0 {
@@ -237,17 +239,17 @@ func (c *testCluster) deletePool(t *testing.T, pool, cascade string) {
 			t.Errorf("the garbage collector deleted %s at %s, after the pool's last write (%s): not while the pool existed",
 				rotatedOut, deletes[0].StageTimestamp, lastPoolWrite)
 		}
-		if len(admitted(garbageCollector, "delete", inUse))+len(admitted(c.capiManager, "delete", inUse)) == 0 {
+		if len(admitted(garbageCollector, "delete", inUse))+len(admitted(c.CAPIManager, "delete", inUse)) == 0 {
 			t.Errorf("no DELETE of %s by the garbage collector or CAPI's manager admitted", inUse)
 		}
 	case "orphan":
-		if len(admitted(c.capiManager, "delete", inUse)) == 0 {
+		if len(admitted(c.CAPIManager, "delete", inUse)) == 0 {
 			t.Errorf("no DELETE of %s by CAPI's manager admitted", inUse)
 		}
 		if len(admitted(garbageCollector, "patch", rotatedOut))+len(admitted(garbageCollector, "update", rotatedOut)) == 0 {
 			t.Errorf("no write of the garbage collector orphaning %s admitted", rotatedOut)
 		}
-		if len(admitted(c.personName, "delete", rotatedOut)) == 0 {
+		if len(admitted(c.PersonName, "delete", rotatedOut)) == 0 {
 			t.Errorf("the person's DELETE of the orphaned %s is not in the audit log as admitted", rotatedOut)
 		}
 	}
@@ -259,8 +261,8 @@ func (c *testCluster) deletePool(t *testing.T, pool, cascade string) {
 // race), a write on a resourceVersion gone stale (409, retried), and the garbage collector's
 // first try of a strategic merge patch, which a custom resource does not take (415: it retries
 // with a JSON merge patch).
-func notAVerdict(e auditEvent) bool {
-	switch e.code() {
+func notAVerdict(e framework.AuditEvent) bool {
+	switch e.Code() {
 	case 404, 409, 415:
 		return !strings.Contains(e.ResponseStatus.Message, "denied the request")
 	}
@@ -274,8 +276,8 @@ func (c *testCluster) writePool(t *testing.T, pool string) []string {
 	names := strings.NewReplacer("pool-1-a", pool+"-a", "pool-1", pool)
 	var files []string
 	for from, to := range map[string]string{"pool-1.yaml": pool + ".yaml", "pool-1-a.yaml": pool + "-a.yaml"} {
-		text := names.Replace(string(readFile(t, filepath.Join("testdata", "fleet", from))))
-		must(t, os.WriteFile(c.a.path(to), []byte(text), 0o644))
+		text := names.Replace(string(framework.ReadFile(t, filepath.Join("testdata", "fleet", from))))
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(to), []byte(text), 0o644))
 		files = append(files, to)
 	}
 	slices.Sort(files) // the config first: <pool>-a.yaml sorts before <pool>.yaml
@@ -289,15 +291,15 @@ func (c *testCluster) personApplies(t *testing.T, files ...string) {
 	for _, f := range files {
 		args = append(args, "-f", f)
 	}
-	if r := c.person.run(t, args...); r.err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", r.err, r.stderr)
+	if r := c.Person.Run(t, args...); r.Err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", r.Err, r.Stderr)
 	}
 }
 
 // waitForDataSecret waits for CAPI to copy the config's data secret name into the pool.
 func (c *testCluster) waitForDataSecret(t *testing.T, pool, config string) {
 	t.Helper()
-	c.waitFor(t, machinePoolGVK, pool, 3*time.Minute, "on "+config+"'s data secret", func(u *unstructured.Unstructured) bool {
+	c.WaitFor(t, framework.MachinePoolGVK, pool, 3*time.Minute, "on "+config+"'s data secret", func(u *unstructured.Unstructured) bool {
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
 		return name == config
 	})
@@ -307,12 +309,12 @@ func (c *testCluster) waitForDataSecret(t *testing.T, pool, config string) {
 func (c *testCluster) waitGone(t *testing.T, name string) {
 	t.Helper()
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kubeadmConfigGVK)
+	u.SetGroupVersionKind(framework.KubeadmConfigGVK)
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return apierrors.IsNotFound(c.cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)), nil
+		return apierrors.IsNotFound(c.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.Namespace, Name: name}, u)), nil
 	})
 	if err != nil {
 		t.Fatalf("KubeadmConfig %s not deleted after a minute; last seen:\n%s\n(logs: %s, %s)", name,
-			toYAML(t, []*unstructured.Unstructured{u}), c.capiLog, c.cp.controllerManager.log)
+			framework.ToYAML(t, []*unstructured.Unstructured{u}), c.CAPILog, c.CP.ControllerManager.Log)
 	}
 }

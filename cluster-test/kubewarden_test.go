@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -82,9 +84,9 @@ func kubewardenTools(t *testing.T) kubewarden {
 
 // stack is the management cluster with Kubewarden installed in front of CAPI.
 type stack struct {
-	*managementCluster
+	*framework.ManagementCluster
 	tools kubewarden
-	node  *node
+	node  *framework.Node
 	// registry is host:port of the test's OCI registry; module the policy's module in it.
 	registry, module string
 	// policyFile is policy.yaml with its module rewritten to the registry, in the artifacts.
@@ -109,7 +111,7 @@ func (w window) contains(t time.Time) bool { return !t.Before(w.from) && !t.Afte
 func (s *stack) reportStopFailures(t *testing.T, since time.Time) {
 	t.Helper()
 	s.stops = append(s.stops, window{since, time.Now()})
-	for _, e := range failedOpen(s.eventsSince(t, since), s.webhookName()) {
+	for _, e := range framework.FailedOpen(s.EventsSince(t, since), s.WebhookName()) {
 		t.Logf("failed open as a policy-server Pod stopped with the request in flight: %s", e)
 	}
 }
@@ -122,19 +124,19 @@ func TestKubewardenStack(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
 	a := testArtifacts(t)
-	ca := newCA(t)
+	ca := framework.NewCA(t)
 	started := time.Now()
-	s := &stack{managementCluster: startCAPI(t, a, bin, ca), tools: tools, bin: bin, root: t}
-	s.policy = readPolicy(t)
-	s.addPerson(t, bin)
+	s := &stack{ManagementCluster: framework.StartCAPI(t, a, bin, ca), tools: tools, bin: bin, root: t}
+	s.Policy = framework.ReadPolicy(t)
+	s.AddPerson(t, bin)
 	binaries := map[string]string{"kubewarden-controller": tools.controller, "policy-server": tools.policyServer}
 	if tools.auditScanner != "" {
 		binaries["audit-scanner"] = tools.auditScanner
 	}
-	s.node = startNode(t, a, s.cp, kubewardenNamespace, binaries)
+	s.node = framework.StartNode(t, a, s.CP, framework.KubewardenNamespace, binaries)
 	t.Logf("control plane and CAPI up in %s", time.Since(started).Round(time.Second))
 	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
-		must(t, os.WriteFile(a.path(name), readFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
+		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
 	step(t, "the charts installed: the controller and the default PolicyServer run from their Deployments", s.installCharts)
@@ -164,7 +166,7 @@ func TestKubewardenStack(t *testing.T) {
 // render is `helm install`'s rendering of a chart with its default values (cluster-test/kubewarden).
 func (s *stack) render(t *testing.T, chart string) []*unstructured.Unstructured {
 	t.Helper()
-	cmd := exec.Command(s.tools.render, "-namespace", kubewardenNamespace, "-kube-version", "v1.34.3", chart, filepath.Join(s.tools.charts, chart))
+	cmd := exec.Command(s.tools.render, "-namespace", framework.KubewardenNamespace, "-kube-version", "v1.34.3", chart, filepath.Join(s.tools.charts, chart))
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
@@ -173,17 +175,17 @@ func (s *stack) render(t *testing.T, chart string) []*unstructured.Unstructured 
 		}
 		t.Fatalf("render %s: %v\n%s", chart, err, stderr)
 	}
-	must(t, os.WriteFile(s.a.path(chart+".yaml"), out, 0o644))
-	return readObjects(t, out)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path(chart+".yaml"), out, 0o644))
+	return framework.ReadObjects(t, out)
 }
 
 // personClient is a client with the person's kubeconfig: helm runs as the person.
 func (s *stack) personClient(t *testing.T) client.Client {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.person.kubeconfig)
-	must(t, err)
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Person.Kubeconfig)
+	framework.Must(t, err)
 	c, err := client.New(cfg, client.Options{})
-	must(t, err)
+	framework.Must(t, err)
 	return c
 }
 
@@ -191,7 +193,7 @@ func (s *stack) installCharts(t *testing.T) {
 	ctx := context.Background()
 	c := s.personClient(t)
 	// --create-namespace: Helm labels the namespace it creates with its name.
-	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubewardenNamespace, Labels: map[string]string{"name": kubewardenNamespace}}}))
+	framework.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.KubewardenNamespace, Labels: map[string]string{"name": framework.KubewardenNamespace}}}))
 	for _, chart := range kubewardenCharts {
 		begin := time.Now()
 		objects := s.render(t, chart)
@@ -199,7 +201,7 @@ func (s *stack) installCharts(t *testing.T) {
 		for _, obj := range objects {
 			namespaced, err := c.IsObjectNamespaced(obj)
 			if err == nil && namespaced && obj.GetNamespace() == "" {
-				obj.SetNamespace(kubewardenNamespace)
+				obj.SetNamespace(framework.KubewardenNamespace)
 			}
 			if err := c.Create(ctx, obj); err != nil {
 				t.Fatalf("helm install %s: create %s %s: %v", chart, obj.GetKind(), obj.GetName(), err)
@@ -208,7 +210,7 @@ func (s *stack) installCharts(t *testing.T) {
 				crds = append(crds, obj.GetName())
 			}
 		}
-		waitEstablished(t, s.cp, crds)
+		framework.WaitEstablished(t, s.CP, crds)
 		// helm install --wait: every Deployment of the chart available.
 		for _, obj := range objects {
 			if obj.GetKind() == "Deployment" {
@@ -229,7 +231,7 @@ func (s *stack) waitDeployment(t *testing.T, name string, timeout time.Duration)
 	t.Helper()
 	d := &appsv1.Deployment{}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, d); err != nil {
+		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, d); err != nil {
 			return false, nil
 		}
 		replicas := int32(1)
@@ -247,13 +249,13 @@ func (s *stack) waitDeployment(t *testing.T, name string, timeout time.Duration)
 			return false, err
 		}
 		pods := &corev1.PodList{}
-		if err := s.cp.client.List(ctx, pods, client.InNamespace(kubewardenNamespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		if err := s.CP.Client.List(ctx, pods, client.InNamespace(framework.KubewardenNamespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 			return false, nil
 		}
 		return int32(len(pods.Items)) == replicas, nil
 	})
 	if err != nil {
-		t.Fatalf("Deployment %s/%s not rolled out after %s: %+v (node: %s, kube-controller-manager: %s)", kubewardenNamespace, name, timeout, d.Status, s.a.path("node.log"), s.cp.controllerManager.log)
+		t.Fatalf("Deployment %s/%s not rolled out after %s: %+v (node: %s, kube-controller-manager: %s)", framework.KubewardenNamespace, name, timeout, d.Status, s.Artifacts.Path("node.log"), s.CP.ControllerManager.Log)
 	}
 }
 
@@ -262,29 +264,29 @@ func (s *stack) waitDeployment(t *testing.T, name string, timeout time.Duration)
 func (s *stack) startRegistry() string {
 	t := s.root
 	t.Helper()
-	port := freePort(t)
-	dir := s.a.path("registry")
-	must(t, os.MkdirAll(filepath.Join(dir, "storage"), 0o755))
+	port := framework.FreePort(t)
+	dir := s.Artifacts.Path("registry")
+	framework.Must(t, os.MkdirAll(filepath.Join(dir, "storage"), 0o755))
 	config := filepath.Join(dir, "config.yml")
-	must(t, os.WriteFile(config, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%d\n", filepath.Join(dir, "storage"), port)), 0o644))
+	framework.Must(t, os.WriteFile(config, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%d\n", filepath.Join(dir, "storage"), port)), 0o644))
 	bin, err := exec.LookPath("docker-registry")
-	must(t, err)
-	p := startProcess(t, s.a, "docker-registry", bin, []string{"serve", config})
-	waitHTTP(t, p, fmt.Sprintf("http://127.0.0.1:%d/v2/", port), time.Minute, nil)
+	framework.Must(t, err)
+	p := framework.StartProcess(t, s.Artifacts, "docker-registry", bin, []string{"serve", config})
+	framework.WaitHTTP(t, p, fmt.Sprintf("http://127.0.0.1:%d/v2/", port), time.Minute, nil)
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
 func (s *stack) applyPolicy(t *testing.T) {
 	s.registry = s.startRegistry()
-	sources := s.a.path("kwctl-sources.yaml")
-	must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.registry)), 0o644))
+	sources := s.Artifacts.Path("kwctl-sources.yaml")
+	framework.Must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.registry)), 0o644))
 	module, err := filepath.Abs(filepath.Join("..", "annotated-policy.wasm"))
-	must(t, err)
+	framework.Must(t, err)
 	if m := os.Getenv("ANNOTATED_POLICY"); m != "" {
 		module = m
 	}
 	// The tag policy.yaml names, in the test's registry.
-	original := string(readFile(t, filepath.Join("..", "policy.yaml")))
+	original := string(framework.ReadFile(t, filepath.Join("..", "policy.yaml")))
 	moduleLine := regexp.MustCompile(`(?m)^(  module: )registry://[^/]+/(.*)$`)
 	match := moduleLine.FindStringSubmatch(original)
 	if match == nil {
@@ -300,19 +302,19 @@ func (s *stack) applyPolicy(t *testing.T) {
 
 	// The default PolicyServer may pull from the registry over plain HTTP, as a user with a
 	// private registry sets it (the chart's policyServer.insecureSources).
-	r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.registry))
-	if r.err != nil {
-		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+	r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.registry))
+	if r.Err != nil {
+		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.Err, r.Stderr)
 	}
 	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
 
 	// policy.yaml with only its module changed.
 	s.policyFile = "policy.yaml"
 	rewritten := moduleLine.ReplaceAllString(original, "${1}"+s.module)
-	must(t, os.WriteFile(s.a.path(s.policyFile), []byte(rewritten), 0o644))
-	r = s.person.run(t, "apply", "-f", s.policyFile)
-	if r.err != nil {
-		t.Fatalf("kubectl apply -f policy.yaml: %v\n%s", r.err, r.stderr)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path(s.policyFile), []byte(rewritten), 0o644))
+	r = s.Person.Run(t, "apply", "-f", s.policyFile)
+	if r.Err != nil {
+		t.Fatalf("kubectl apply -f policy.yaml: %v\n%s", r.Err, r.Stderr)
 	}
 	s.waitPolicy(t, "active", 3*time.Minute)
 }
@@ -323,15 +325,15 @@ func (s *stack) waitPolicy(t *testing.T, status string, timeout time.Duration) *
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.cp.client.Get(ctx, client.ObjectKey{Name: s.policy.Metadata.Name}, u); err != nil {
+		if err := s.CP.Client.Get(ctx, client.ObjectKey{Name: s.Policy.Metadata.Name}, u); err != nil {
 			return false, nil
 		}
 		got, _, _ := unstructured.NestedString(u.Object, "status", "policyStatus")
 		return got == status, nil
 	})
 	if err != nil {
-		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", s.policy.Metadata.Name, status, timeout,
-			toYAML(t, []*unstructured.Unstructured{u}), s.a.path("pod-policy-server-default-*.log"))
+		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", s.Policy.Metadata.Name, status, timeout,
+			framework.ToYAML(t, []*unstructured.Unstructured{u}), s.Artifacts.Path("pod-policy-server-default-*.log"))
 	}
 	return u
 }
@@ -341,15 +343,15 @@ func (s *stack) waitPolicy(t *testing.T, status string, timeout time.Duration) *
 // policy sees and how a failure is handled must be equal.
 func (s *stack) compareWebhook(t *testing.T) {
 	real := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Name: s.policy.policyID()}, real))
+	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Name: s.Policy.PolicyID()}, real))
 	out, err := json.MarshalIndent(real, "", "  ")
-	must(t, err)
-	must(t, os.WriteFile(s.a.path("controller-webhook.json"), out, 0o644))
+	framework.Must(t, err)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("controller-webhook.json"), out, 0o644))
 	// The hand-made one as the API server would store it (its defaults: a rule's scope "*", an
 	// empty objectSelector), by a server-side dry-run under another name.
-	hand := s.policy.webhookConfiguration("https://policy-server.invalid", nil)
+	hand := s.Policy.WebhookConfiguration("https://policy-server.invalid", nil)
 	hand.Name += "-by-hand"
-	must(t, s.cp.client.Create(context.Background(), hand, client.DryRunAll))
+	framework.Must(t, s.CP.Client.Create(context.Background(), hand, client.DryRunAll))
 	if len(real.Webhooks) != 1 {
 		t.Fatalf("the controller's %s has %d webhooks, want 1:\n%s", real.Name, len(real.Webhooks), out)
 	}
@@ -394,7 +396,7 @@ func (s *stack) compareWebhook(t *testing.T) {
 		t.Logf("the controller's webhook calls Service %s/%s port %d path %s", svc.Namespace, svc.Name, ptrValue(svc.Port), ptrValue(svc.Path))
 	}
 	text := "The controller's ValidatingWebhookConfiguration " + real.Name + " against policy_test.go's, where they differ:\n  " + strings.Join(report, "\n  ") + "\n"
-	must(t, os.WriteFile(s.a.path("webhook-differences.txt"), []byte(text), 0o644))
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("webhook-differences.txt"), []byte(text), 0o644))
 	t.Log(text)
 }
 
@@ -420,33 +422,33 @@ func compactJSON(v any) string {
 }
 
 func (s *stack) bringUpPool(t *testing.T) {
-	s.createCluster(t)
+	s.CreateCluster(t)
 	for _, file := range []string{"pool-1-a.yaml", "pool-1.yaml"} {
-		r := s.person.run(t, "apply", "-f", file)
-		if r.err != nil {
-			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		r := s.Person.Run(t, "apply", "-f", file)
+		if r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
 		}
 	}
-	s.provisionInfrastructure(t, poolName)
-	s.waitFor(t, kubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token and data secret filled", func(u *unstructured.Unstructured) bool {
-		token, _, _ := unstructured.NestedString(u.Object, tokenPath...)
+	s.ProvisionInfrastructure(t, framework.PoolName)
+	s.WaitFor(t, framework.KubeadmConfigGVK, "pool-1-a", 3*time.Minute, "adopted by the pool, token and data secret filled", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, framework.TokenPath...)
 		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-		return controlledByPool(u, poolName) && token != "" && secret == "pool-1-a"
+		return framework.ControlledByPool(u, framework.PoolName) && token != "" && secret == "pool-1-a"
 	})
-	s.checkControllersAdmitted(t, time.Time{})
+	s.CheckControllersAdmitted(t, time.Time{})
 }
 
 // editConfig is the person's edit of the config in use: the sysctl changed in pool-1-a.yaml
 // and applied, as in TestCluster's personEdits.
-func (s *stack) editConfig(t *testing.T, from, to string) kubectlResult {
+func (s *stack) editConfig(t *testing.T, from, to string) framework.KubectlResult {
 	t.Helper()
-	original := string(readFile(t, s.a.path("pool-1-a.yaml")))
+	original := string(framework.ReadFile(t, s.Artifacts.Path("pool-1-a.yaml")))
 	edited := strings.Replace(original, from, to, 1)
 	if edited == original {
 		t.Fatalf("pool-1-a.yaml has no %q", from)
 	}
-	must(t, os.WriteFile(s.a.path("pool-1-a-edited.yaml"), []byte(edited), 0o644))
-	return s.person.run(t, "apply", "-f", "pool-1-a-edited.yaml")
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("pool-1-a-edited.yaml"), []byte(edited), 0o644))
+	return s.Person.Run(t, "apply", "-f", "pool-1-a-edited.yaml")
 }
 
 // monitorEdit: in monitor policy-server admits what the policy refuses, dropping the refusal
@@ -458,10 +460,10 @@ func (s *stack) monitorEdit(t *testing.T) {
 	const refusal = "spec.files[0].content: Forbidden: changed"
 	before := s.monitorRefusals(t, refusal)
 	r := s.editConfig(t, "262144", "524288")
-	if r.err != nil {
-		t.Fatalf("in monitor the edit was refused: %v\n%s", r.err, r.stderr)
+	if r.Err != nil {
+		t.Fatalf("in monitor the edit was refused: %v\n%s", r.Err, r.Stderr)
 	}
-	if w := policyWarnings(r.stderr); len(w) > 0 {
+	if w := framework.PolicyWarnings(r.Stderr); len(w) > 0 {
 		t.Errorf("in monitor kubectl printed a warning of the policy: %q", w)
 	}
 	var logged []string
@@ -475,22 +477,22 @@ func (s *stack) monitorEdit(t *testing.T) {
 		t.Logf("policy-server logged the refusal it did not send:\n%s", logged[len(logged)-1])
 	}
 	// The person puts it back (an edit too, admitted in monitor).
-	if r := s.person.run(t, "apply", "-f", "pool-1-a.yaml"); r.err != nil {
-		t.Fatalf("kubectl apply -f pool-1-a.yaml: %v\n%s", r.err, r.stderr)
+	if r := s.Person.Run(t, "apply", "-f", "pool-1-a.yaml"); r.Err != nil {
+		t.Fatalf("kubectl apply -f pool-1-a.yaml: %v\n%s", r.Err, r.Stderr)
 	}
-	s.checkPersonAdmitted(t, since)
-	s.checkControllersAdmitted(t, since)
+	s.CheckPersonAdmitted(t, since)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // monitorRefusals: the lines of the policy-server Pods' logs where policy-server, in monitor,
 // logged a refusal of the policy containing text.
 func (s *stack) monitorRefusals(t *testing.T, text string) []string {
 	t.Helper()
-	logs, err := filepath.Glob(s.a.path("pod-policy-server-*.log"))
-	must(t, err)
+	logs, err := filepath.Glob(s.Artifacts.Path("pod-policy-server-*.log"))
+	framework.Must(t, err)
 	var lines []string
 	for _, log := range logs {
-		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
+		for _, line := range strings.Split(string(framework.ReadFile(t, log)), "\n") {
 			if strings.Contains(line, "policy evaluation (monitor mode)") && strings.Contains(line, "allowed: false") && strings.Contains(line, text) {
 				lines = append(lines, line)
 			}
@@ -502,16 +504,16 @@ func (s *stack) monitorRefusals(t *testing.T, text string) []string {
 func (s *stack) protect(t *testing.T) {
 	since := time.Now()
 	deployment := &appsv1.Deployment{}
-	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, deployment))
+	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "policy-server-default"}, deployment))
 	generation := deployment.Generation
 	// The README's command.
-	r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"protect"}}`)
-	if r.err != nil {
-		t.Fatalf("kubectl patch to protect: %v\n%s", r.err, r.stderr)
+	r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"protect"}}`)
+	if r.Err != nil {
+		t.Fatalf("kubectl patch to protect: %v\n%s", r.Err, r.Stderr)
 	}
 	// The controller writes the new policies.yml and rolls the policy-server out again.
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, deployment); err != nil {
+		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "policy-server-default"}, deployment); err != nil {
 			return false, nil
 		}
 		return deployment.Generation > generation, nil
@@ -525,34 +527,34 @@ func (s *stack) protect(t *testing.T) {
 	t.Logf("policy-server-default rolled out in %s", rolledOut.Sub(since).Round(time.Second))
 
 	r = s.editConfig(t, "262144", "524288")
-	if r.err == nil {
-		t.Fatalf("in protect the edit was admitted:\n%s", r.stderr)
+	if r.Err == nil {
+		t.Fatalf("in protect the edit was admitted:\n%s", r.Stderr)
 	}
 	for _, want := range []string{
-		fmt.Sprintf("admission webhook %q denied the request", s.webhookName()),
+		fmt.Sprintf("admission webhook %q denied the request", s.WebhookName()),
 		"spec.files[0].content: Forbidden: changed",
 		"The config is in use by MachinePool fleet/pool-1",
 		`set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`,
 	} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
 	// CABPK's writes while the policy-server rolled out: none refused, none failed open.
-	events := s.eventsSince(t, since)
+	events := s.EventsSince(t, since)
 	var cabpkWrites int
 	for _, e := range events {
-		if e.User.Username == s.cabpk && e.resource() == "kubeadmconfigs" && e.isWrite() && e.RequestReceivedTimestamp.Before(rolledOut) {
+		if e.User.Username == s.CABPK && e.Resource() == "kubeadmconfigs" && e.IsWrite() && e.RequestReceivedTimestamp.Before(rolledOut) {
 			cabpkWrites++
 		}
 	}
 	t.Logf("CABPK wrote kubeadmconfigs %d times during the rollout", cabpkWrites)
 	// And CABPK's next rotation goes through the policy in protect.
-	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	tokens := s.WaitForTokens(t, 2, 2*time.Minute)
 	t.Logf("CABPK rotated pool-1-a's token under protect: %v", tokens)
-	events = s.eventsSince(t, since)
+	events = s.EventsSince(t, since)
 	s.reportStopFailures(t, since)
-	s.checkControllersAdmitted(t, since)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // protectToMonitor: the README's "protect -> monitor is refused by Kubewarden", by the
@@ -561,17 +563,17 @@ func (s *stack) protect(t *testing.T) {
 // field's reason, the audit log names the webhook.
 func (s *stack) protectToMonitor(t *testing.T) {
 	since := time.Now()
-	r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"monitor"}}`)
-	if r.err == nil {
-		t.Fatalf("protect -> monitor was admitted:\n%s", r.stdout)
+	r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"monitor"}}`)
+	if r.Err == nil {
+		t.Fatalf("protect -> monitor was admitted:\n%s", r.Stdout)
 	}
-	if want := "spec.mode: Forbidden: field cannot transition from protect to monitor"; !strings.Contains(r.stderr, want) {
-		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.stderr)
+	if want := "spec.mode: Forbidden: field cannot transition from protect to monitor"; !strings.Contains(r.Stderr, want) {
+		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 	}
 	const webhook = "vclusteradmissionpolicy.kb.io"
-	var refused []auditEvent
-	for _, e := range deniedBy(s.eventsSince(t, since), webhook) {
-		if e.User.Username == s.personName && e.resource() == "clusteradmissionpolicies" {
+	var refused []framework.AuditEvent
+	for _, e := range framework.DeniedBy(s.EventsSince(t, since), webhook) {
+		if e.User.Username == s.PersonName && e.Resource() == "clusteradmissionpolicies" {
 			refused = append(refused, e)
 		}
 	}
@@ -589,7 +591,7 @@ func (s *stack) protectToMonitor(t *testing.T) {
 // testCluster is the stack as TestCluster's steps take it: those that do not restart the
 // test's own policy server run through Kubewarden unchanged.
 func (s *stack) testCluster() *testCluster {
-	return &testCluster{managementCluster: s.managementCluster, bin: s.bin, ca: s.ca, setContextAware: s.setContextAware}
+	return &testCluster{ManagementCluster: s.ManagementCluster, bin: s.bin, ca: s.CA, setContextAware: s.setContextAware}
 }
 
 // setContextAware: the person patches the policy's settings; the controller rolls the
@@ -597,9 +599,9 @@ func (s *stack) testCluster() *testCluster {
 func (s *stack) setContextAware(t *testing.T, on bool) {
 	t.Helper()
 	changed := time.Now()
-	if r := s.person.run(t, "patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p",
-		fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.err != nil {
-		t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.err, r.stderr)
+	if r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p",
+		fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.Err != nil {
+		t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.Err, r.Stderr)
 	}
 	s.waitRolledOut(t, "policy-server-default", changed)
 	s.waitPolicy(t, "active", 2*time.Minute)
@@ -624,31 +626,31 @@ func (s *stack) clusterctlMove(t *testing.T) { s.testCluster().clusterctlMove(t)
 // rotated-out config from the one in use.
 func (s *stack) contextAware(t *testing.T) {
 	since := time.Now()
-	rbac := s.a.path("lookups-rbac.yaml")
-	must(t, os.WriteFile(rbac, lookupsRBAC(t), 0o644))
-	subject := serviceAccountOf(t, readObjects(t, lookupsRBAC(t)))
-	if sa := (&corev1.ServiceAccount{}); s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: subject.Namespace, Name: subject.Name}, sa) != nil {
+	rbac := s.Artifacts.Path("lookups-rbac.yaml")
+	framework.Must(t, os.WriteFile(rbac, framework.LookupsRBAC(t), 0o644))
+	subject := framework.ServiceAccountOf(t, framework.ReadObjects(t, framework.LookupsRBAC(t)))
+	if sa := (&corev1.ServiceAccount{}); s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: subject.Namespace, Name: subject.Name}, sa) != nil {
 		t.Fatalf("the README binds the lookups to ServiceAccount %s/%s, which the charts did not create", subject.Namespace, subject.Name)
 	}
 	for _, args := range [][]string{
 		{"apply", "-f", "lookups-rbac.yaml"},
-		{"patch", "clusteradmissionpolicy", s.policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"settings":{"contextAware":true}}}`},
+		{"patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"settings":{"contextAware":true}}}`},
 	} {
-		if r := s.person.run(t, args...); r.err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+		if r := s.Person.Run(t, args...); r.Err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 		}
 	}
 	s.waitRolledOut(t, "policy-server-default", since)
 	s.waitPolicy(t, "active", 2*time.Minute)
 	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
-		r := s.person.run(t, "auth", "can-i", "list", resource, "-n", namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
-		if strings.TrimSpace(r.stdout) != "yes" {
-			t.Errorf("the chart's policy-server ServiceAccount may not list %s: %s %s", resource, r.stdout, r.stderr)
+		r := s.Person.Run(t, "auth", "can-i", "list", resource, "-n", framework.Namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
+		if strings.TrimSpace(r.Stdout) != "yes" {
+			t.Errorf("the chart's policy-server ServiceAccount may not list %s: %s %s", resource, r.Stdout, r.Stderr)
 		}
 	}
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
-	checkLookupVerdicts(t, s.managementCluster, patch)
-	s.checkControllersAdmitted(t, since)
+	checkLookupVerdicts(t, s.ManagementCluster, patch)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // replicaDeleted: the default PolicyServer scaled to two replicas (its `replicas`, the chart's
@@ -656,13 +658,13 @@ func (s *stack) contextAware(t *testing.T) {
 // delete pod waits until it is gone) while CABPK rotates the pool's token: the other replica
 // answers, and kube-controller-manager's Deployment controller brings a new one up.
 func (s *stack) replicaDeleted(t *testing.T) {
-	r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", `{"spec":{"replicas":2}}`)
-	if r.err != nil {
-		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+	r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", `{"spec":{"replicas":2}}`)
+	if r.Err != nil {
+		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.Err, r.Stderr)
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d := &appsv1.Deployment{}
-		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
+		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
 			return false, nil
 		}
 		return d.Spec.Replicas != nil && *d.Spec.Replicas == 2, nil
@@ -672,20 +674,20 @@ func (s *stack) replicaDeleted(t *testing.T) {
 	}
 	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
 	pods := &corev1.PodList{}
-	must(t, s.cp.client.List(context.Background(), pods, client.InNamespace(kubewardenNamespace), client.MatchingLabels{"kubewarden/policy-server": "default"}))
+	framework.Must(t, s.CP.Client.List(context.Background(), pods, client.InNamespace(framework.KubewardenNamespace), client.MatchingLabels{"kubewarden/policy-server": "default"}))
 	if len(pods.Items) != 2 {
 		t.Fatalf("%d policy-server Pods, want 2", len(pods.Items))
 	}
 	since := time.Now()
 	victim := pods.Items[0].Name
-	if r := s.person.run(t, "delete", "pod", victim, "-n", kubewardenNamespace); r.err != nil {
-		t.Fatalf("kubectl delete pod %s: %v\n%s", victim, r.err, r.stderr)
+	if r := s.Person.Run(t, "delete", "pod", victim, "-n", framework.KubewardenNamespace); r.Err != nil {
+		t.Fatalf("kubectl delete pod %s: %v\n%s", victim, r.Err, r.Stderr)
 	}
-	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	tokens := s.WaitForTokens(t, 2, 2*time.Minute)
 	t.Logf("CABPK rotated the token after the Pod's deletion: %v", tokens)
 	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
 	s.reportStopFailures(t, since)
-	s.checkControllersAdmitted(t, since)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // machinePoolDeletion is TestCluster's deletion step through Kubewarden: six pools, each
@@ -705,9 +707,9 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 	}
 	c.rotatedPools(t, cases)
 	c.deletePools(t, cases, true, func(on bool) { s.setContextAware(t, on) })
-	checkGarbageCollectorNotRefused(t, s.eventsSince(t, since), s.webhookName())
-	s.checkPersonAdmitted(t, since)
-	s.checkControllersAdmitted(t, since)
+	checkGarbageCollectorNotRefused(t, s.EventsSince(t, since), s.WebhookName())
+	s.CheckPersonAdmitted(t, since)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // outage: the person scales the default PolicyServer to no replica (the controller scales its
@@ -717,16 +719,16 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 func (s *stack) outage(t *testing.T) {
 	ps := &unstructured.Unstructured{}
 	ps.SetGroupVersionKind(policyServerGVK)
-	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Name: "default"}, ps))
+	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Name: "default"}, ps))
 	replicas, _, _ := unstructured.NestedInt64(ps.Object, "spec", "replicas")
 	scale := func(n int64) {
 		t.Helper()
-		if r := s.person.run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)); r.err != nil {
-			t.Fatalf("kubectl patch policyserver default: %v\n%s", r.err, r.stderr)
+		if r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)); r.Err != nil {
+			t.Fatalf("kubectl patch policyserver default: %v\n%s", r.Err, r.Stderr)
 		}
 		err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			d := &appsv1.Deployment{}
-			if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
+			if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "policy-server-default"}, d); err != nil {
 				return false, nil
 			}
 			return d.Spec.Replicas != nil && int64(*d.Spec.Replicas) == n, nil
@@ -739,11 +741,11 @@ func (s *stack) outage(t *testing.T) {
 	since := time.Now()
 	scale(0)
 	down := time.Now()
-	tokens := s.waitForTokens(t, 2, 2*time.Minute)
+	tokens := s.WaitForTokens(t, 2, 2*time.Minute)
 	t.Logf("CABPK rotated the token with no policy-server: %v", tokens)
 	var unjudged int
-	for _, e := range failedOpen(s.eventsSince(t, down), s.webhookName()) {
-		if e.User.Username == s.cabpk && e.resource() == "kubeadmconfigs" {
+	for _, e := range framework.FailedOpen(s.EventsSince(t, down), s.WebhookName()) {
+		if e.User.Username == s.CABPK && e.Resource() == "kubeadmconfigs" {
 			unjudged++
 		}
 	}
@@ -754,10 +756,10 @@ func (s *stack) outage(t *testing.T) {
 	scale(replicas)
 	s.stops = append(s.stops, window{since, time.Now()})
 	r := s.editConfig(t, "262144", "524288")
-	if r.err == nil || !strings.Contains(r.stderr, fmt.Sprintf("admission webhook %q denied the request", s.webhookName())) {
-		t.Errorf("with the policy-server back the edit was not refused by the policy: %v\n%s", r.err, r.stderr)
+	if r.Err == nil || !strings.Contains(r.Stderr, fmt.Sprintf("admission webhook %q denied the request", s.WebhookName())) {
+		t.Errorf("with the policy-server back the edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
 	}
-	s.checkControllersAdmitted(t, since)
+	s.CheckControllersAdmitted(t, since)
 }
 
 // auditScan: the person runs the chart's audit-scanner CronJob once (`kubectl create job
@@ -779,7 +781,7 @@ func (s *stack) auditScan(t *testing.T) {
 	}
 	forbidden := 0
 	for _, log := range s.podLogs(t, "audit-scanner-once-") {
-		forbidden += strings.Count(string(readFile(t, log)), `cannot list resource \"machinepools\"`)
+		forbidden += strings.Count(string(framework.ReadFile(t, log)), `cannot list resource \"machinepools\"`)
 	}
 	t.Logf("with the chart's RBAC, the audit scanner was refused the list of MachinePools %d times", forbidden)
 
@@ -795,18 +797,18 @@ subjects:
   - kind: ServiceAccount
     name: audit-scanner
     namespace: %s
-`, kubewardenNamespace)
-	must(t, os.WriteFile(s.a.path("audit-scanner-rbac.yaml"), []byte(binding), 0o644))
-	if r := s.person.run(t, "apply", "-f", "audit-scanner-rbac.yaml"); r.err != nil {
-		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.err, r.stderr)
+`, framework.KubewardenNamespace)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("audit-scanner-rbac.yaml"), []byte(binding), 0o644))
+	if r := s.Person.Run(t, "apply", "-f", "audit-scanner-rbac.yaml"); r.Err != nil {
+		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.Err, r.Stderr)
 	}
 	s.plantContractBreakingPools(t)
 	results = s.runAuditScanner(t, "audit-scanner-twice")
-	got, ok := results["MachinePool "+poolName]
+	got, ok := results["MachinePool "+framework.PoolName]
 	if !ok {
-		t.Errorf("no audit result of the policy for MachinePool %s: %v (reports: %s)", poolName, results, s.a.path("audit-reports-audit-scanner-twice.yaml"))
+		t.Errorf("no audit result of the policy for MachinePool %s: %v (reports: %s)", framework.PoolName, results, s.Artifacts.Path("audit-reports-audit-scanner-twice.yaml"))
 	} else if !strings.HasPrefix(got, "pass") {
-		t.Errorf("the audit result for MachinePool %s is %q, want pass", poolName, got)
+		t.Errorf("the audit result for MachinePool %s is %q, want pass", framework.PoolName, got)
 	}
 	for object := range results {
 		if strings.HasPrefix(object, "KubeadmConfig ") {
@@ -849,10 +851,10 @@ spec:
 `, "conversion webhook for cluster.x-k8s.io/v1beta2, Kind=MachinePool failed"},
 	}
 	for _, p := range pools {
-		must(t, os.WriteFile(s.a.path(p.file), []byte(strings.ReplaceAll(p.manifest, "namespace: fleet", "namespace: "+namespace)), 0o644))
-		r := s.person.run(t, "create", "-f", p.file)
-		if r.err == nil || !strings.Contains(r.stderr, p.refused) {
-			t.Errorf("kubectl create -f %s: want it refused with %q, got %v:\n%s", p.file, p.refused, r.err, r.stderr)
+		framework.Must(t, os.WriteFile(s.Artifacts.Path(p.file), []byte(strings.ReplaceAll(p.manifest, "namespace: fleet", "namespace: "+framework.Namespace)), 0o644))
+		r := s.Person.Run(t, "create", "-f", p.file)
+		if r.Err == nil || !strings.Contains(r.Stderr, p.refused) {
+			t.Errorf("kubectl create -f %s: want it refused with %q, got %v:\n%s", p.file, p.refused, r.Err, r.Stderr)
 		}
 	}
 }
@@ -861,12 +863,12 @@ spec:
 // policy's results from the fleet's OpenReports: "Kind name" -> "result message".
 func (s *stack) runAuditScanner(t *testing.T, name string) map[string]string {
 	t.Helper()
-	if r := s.person.run(t, "create", "job", "--from=cronjob/audit-scanner", name, "-n", kubewardenNamespace); r.err != nil {
-		t.Fatalf("kubectl create job: %v\n%s", r.err, r.stderr)
+	if r := s.Person.Run(t, "create", "job", "--from=cronjob/audit-scanner", name, "-n", framework.KubewardenNamespace); r.Err != nil {
+		t.Fatalf("kubectl create job: %v\n%s", r.Err, r.Stderr)
 	}
 	job := &batchv1.Job{}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, job); err != nil {
+		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, job); err != nil {
 			return false, nil
 		}
 		for _, c := range job.Status.Conditions {
@@ -881,8 +883,8 @@ func (s *stack) runAuditScanner(t *testing.T, name string) map[string]string {
 	}
 	reports := &unstructured.UnstructuredList{}
 	reports.SetGroupVersionKind(schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "ReportList"})
-	must(t, s.cp.client.List(context.Background(), reports, client.InNamespace(namespace)))
-	must(t, os.WriteFile(s.a.path("audit-reports-"+name+".yaml"), toYAML(t, reportItems(reports)), 0o644))
+	framework.Must(t, s.CP.Client.List(context.Background(), reports, client.InNamespace(framework.Namespace)))
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("audit-reports-"+name+".yaml"), framework.ToYAML(t, reportItems(reports)), 0o644))
 	results := map[string]string{}
 	for _, report := range reports.Items {
 		kind, _, _ := unstructured.NestedString(report.Object, "scope", "kind")
@@ -890,20 +892,20 @@ func (s *stack) runAuditScanner(t *testing.T, name string) map[string]string {
 		items, _, _ := unstructured.NestedSlice(report.Object, "results")
 		for _, item := range items {
 			result, _ := item.(map[string]any)
-			if policy, _ := result["policy"].(string); strings.Contains(policy, s.policy.Metadata.Name) {
+			if policy, _ := result["policy"].(string); strings.Contains(policy, s.Policy.Metadata.Name) {
 				results[kind+" "+object] = fmt.Sprintf("%v %v", result["result"], result["message"])
 			}
 		}
 	}
-	t.Logf("%s: the audit scanner's results for the policy in %s: %v", name, namespace, results)
+	t.Logf("%s: the audit scanner's results for the policy in %s: %v", name, framework.Namespace, results)
 	return results
 }
 
 // podLogs are the logs of the Pods whose name starts with prefix.
 func (s *stack) podLogs(t *testing.T, prefix string) []string {
 	t.Helper()
-	logs, err := filepath.Glob(s.a.path("pod-" + prefix + "*.log"))
-	must(t, err)
+	logs, err := filepath.Glob(s.Artifacts.Path("pod-" + prefix + "*.log"))
+	framework.Must(t, err)
 	return logs
 }
 
@@ -922,8 +924,8 @@ func (s *stack) waitRolledOut(t *testing.T, name string, since time.Time) {
 	d := &appsv1.Deployment{}
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		rs := &appsv1.ReplicaSetList{}
-		if s.cp.client.Get(ctx, client.ObjectKey{Namespace: kubewardenNamespace, Name: name}, d) != nil ||
-			s.cp.client.List(ctx, rs, client.InNamespace(kubewardenNamespace)) != nil {
+		if s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, d) != nil ||
+			s.CP.Client.List(ctx, rs, client.InNamespace(framework.KubewardenNamespace)) != nil {
 			return false, nil
 		}
 		for _, r := range rs.Items {
@@ -944,19 +946,19 @@ func (s *stack) waitRolledOut(t *testing.T, name string, since time.Time) {
 // components (the ServiceAccounts of Kubewarden's namespace) was refused by an admission
 // webhook, and none failed open but while a policy-server Pod stopped (reported).
 func (s *stack) noneRefused(t *testing.T) {
-	events := s.eventsSince(t, time.Time{})
-	summarize(t, t.Name(), events)
-	kubewardenSA := "system:serviceaccount:" + kubewardenNamespace + ":"
+	events := s.EventsSince(t, time.Time{})
+	framework.Summarize(t, t.Name(), events)
+	kubewardenSA := "system:serviceaccount:" + framework.KubewardenNamespace + ":"
 	for _, e := range events {
-		if !e.isWrite() || e.ResponseStatus == nil || !strings.Contains(e.ResponseStatus.Message, "denied the request") {
+		if !e.IsWrite() || e.ResponseStatus == nil || !strings.Contains(e.ResponseStatus.Message, "denied the request") {
 			continue
 		}
-		if e.User.Username == s.capiManager || e.User.Username == s.cabpk || strings.HasPrefix(e.User.Username, kubewardenSA) {
+		if e.User.Username == s.CAPIManager || e.User.Username == s.CABPK || strings.HasPrefix(e.User.Username, kubewardenSA) {
 			t.Errorf("a controller's write was refused: %s", e)
 		}
 	}
 	s.checkWriters(t, events)
-	for _, e := range failedOpen(events, s.webhookName()) {
+	for _, e := range framework.FailedOpen(events, s.WebhookName()) {
 		if slices.ContainsFunc(s.stops, func(w window) bool { return w.contains(e.RequestReceivedTimestamp) }) {
 			t.Logf("failed open while a policy-server Pod stopped or none ran: %s", e)
 		} else {
@@ -970,39 +972,39 @@ func (s *stack) noneRefused(t *testing.T) {
 // every Pod in the Kubewarden namespace kube-controller-manager, whose ReplicaSet controller
 // (Deployments) and Job controller (the audit scanner) act under their own ServiceAccounts
 // (--use-service-account-credentials).
-func (s *stack) checkWriters(t *testing.T, events []auditEvent) {
+func (s *stack) checkWriters(t *testing.T, events []framework.AuditEvent) {
 	t.Helper()
 	d := &appsv1.Deployment{}
-	must(t, s.cp.client.Get(context.Background(), client.ObjectKey{Namespace: kubewardenNamespace, Name: "kubewarden-controller"}, d))
-	controller := "system:serviceaccount:" + kubewardenNamespace + ":" + d.Spec.Template.Spec.ServiceAccountName
+	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "kubewarden-controller"}, d))
+	controller := "system:serviceaccount:" + framework.KubewardenNamespace + ":" + d.Spec.Template.Spec.ServiceAccountName
 	podMakers := []string{"system:serviceaccount:kube-system:replicaset-controller", "system:serviceaccount:kube-system:job-controller"}
 	webhookWriters, podCreators := map[string]int{}, map[string]int{}
 	for _, e := range events {
-		if !e.isWrite() || e.ObjectRef == nil || e.code() >= 300 || e.ObjectRef.Subresource != "" {
+		if !e.IsWrite() || e.ObjectRef == nil || e.Code() >= 300 || e.ObjectRef.Subresource != "" {
 			continue
 		}
 		switch {
-		case e.ObjectRef.Resource == "validatingwebhookconfigurations" && e.ObjectRef.Name == s.policy.policyID():
+		case e.ObjectRef.Resource == "validatingwebhookconfigurations" && e.ObjectRef.Name == s.Policy.PolicyID():
 			webhookWriters[e.User.Username]++
-		case e.ObjectRef.Resource == "pods" && e.Verb == "create" && e.ObjectRef.Namespace == kubewardenNamespace:
+		case e.ObjectRef.Resource == "pods" && e.Verb == "create" && e.ObjectRef.Namespace == framework.KubewardenNamespace:
 			podCreators[e.User.Username]++
 		}
 	}
-	t.Logf("writes of ValidatingWebhookConfiguration %s: %v; Pods created in %s: %v", s.policy.policyID(), webhookWriters, kubewardenNamespace, podCreators)
+	t.Logf("writes of ValidatingWebhookConfiguration %s: %v; Pods created in %s: %v", s.Policy.PolicyID(), webhookWriters, framework.KubewardenNamespace, podCreators)
 	if webhookWriters[controller] == 0 {
-		t.Errorf("the audit log shows no write of %s by the controller (%s): %v", s.policy.policyID(), controller, webhookWriters)
+		t.Errorf("the audit log shows no write of %s by the controller (%s): %v", s.Policy.PolicyID(), controller, webhookWriters)
 	}
 	for user := range webhookWriters {
 		if user != controller {
-			t.Errorf("%s wrote ValidatingWebhookConfiguration %s; only the controller (%s) should", user, s.policy.policyID(), controller)
+			t.Errorf("%s wrote ValidatingWebhookConfiguration %s; only the controller (%s) should", user, s.Policy.PolicyID(), controller)
 		}
 	}
 	if podCreators[podMakers[0]] == 0 {
-		t.Errorf("no Pod in %s was created by kube-controller-manager's ReplicaSet controller: %v", kubewardenNamespace, podCreators)
+		t.Errorf("no Pod in %s was created by kube-controller-manager's ReplicaSet controller: %v", framework.KubewardenNamespace, podCreators)
 	}
 	for user := range podCreators {
 		if !slices.Contains(podMakers, user) {
-			t.Errorf("%s created a Pod in %s; only kube-controller-manager's controllers should: %v", user, kubewardenNamespace, podCreators)
+			t.Errorf("%s created a Pod in %s; only kube-controller-manager's controllers should: %v", user, framework.KubewardenNamespace, podCreators)
 		}
 	}
 }

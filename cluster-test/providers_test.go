@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,13 +23,13 @@ type bootstrapProvider struct {
 	name   string // the subtest
 	folder string // capi/<folder>: the module that pins it, and capi/build.sh's binaries
 	module string // its Go module
-	provider
+	framework.Provider
 	config   schema.GroupVersionKind
 	resource string
 	manifest string // testdata/providers/<manifest>, NAME the config's name
 	// controlPlane is the Cluster's controlPlaneRef and what the test sets up in place of the
 	// control plane provider (which does not run) for the provider's worker join.
-	controlPlane func(t *testing.T, m *managementCluster) (ref string, gvk schema.GroupVersionKind, status map[string]any)
+	controlPlane func(t *testing.T, m *framework.ManagementCluster) (ref string, gvk schema.GroupVersionKind, status map[string]any)
 	// defaulted checks what the provider's defaulter did to the stored config.
 	defaulted func(t *testing.T, stored *unstructured.Unstructured)
 	// edit is a person's real edit of the manifest (old, new) and the path the policy names.
@@ -40,20 +42,20 @@ var bootstrapProviders = []bootstrapProvider{
 	rke2("rke2-v0.20.1", "rke2-v0.20"),
 	{
 		name: "k3s-v0.3.1", folder: "v1.10", module: "github.com/k3s-io/cluster-api-k3s",
-		provider: provider{
-			name: "k3s-bootstrap-manager", kustomization: "bootstrap/config/default",
-			inventory: inventory{name: "k3s", kind: "BootstrapProvider"},
-			flags:     k3sManagerFlags,
+		Provider: framework.Provider{
+			Name: "k3s-bootstrap-manager", Kustomization: "bootstrap/config/default",
+			Inventory: framework.Inventory{Name: "k3s", Kind: "BootstrapProvider"},
+			Flags:     k3sManagerFlags,
 			// Its webhook server's port is not a flag: 9443, free in run.sh's network namespace.
-			webhookPort: 9443,
+			WebhookPort: 9443,
 		},
 		config:   schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta2", Kind: "KThreesConfig"},
 		resource: "kthreesconfigs", manifest: "kthreesconfig.yaml",
-		controlPlane: func(t *testing.T, m *managementCluster) (string, schema.GroupVersionKind, map[string]any) {
+		controlPlane: func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
 			// k3s' worker join needs the join token k3s' control plane provider writes.
-			m.createJoinToken(t)
+			m.CreateJoinToken(t)
 			testControlPlane(t)(m)
-			return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", clusterName),
+			return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", framework.ClusterName),
 				schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
 				map[string]any{"ready": true, "initialized": true}
 		},
@@ -74,23 +76,23 @@ var bootstrapProviders = []bootstrapProvider{
 func rke2(name, folder string) bootstrapProvider {
 	return bootstrapProvider{
 		name: name, folder: folder, module: "github.com/rancher/cluster-api-provider-rke2",
-		provider: provider{
-			name: "rke2-bootstrap-manager", kustomization: "bootstrap/config/default",
-			inventory: inventory{name: "rke2", kind: "BootstrapProvider"},
+		Provider: framework.Provider{
+			Name: "rke2-bootstrap-manager", Kustomization: "bootstrap/config/default",
+			Inventory: framework.Inventory{Name: "rke2", Kind: "BootstrapProvider"},
 		},
 		config:   schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1beta1", Kind: "RKE2Config"},
 		resource: "rke2configs", manifest: "rke2config.yaml",
-		controlPlane: func(t *testing.T, m *managementCluster) (string, schema.GroupVersionKind, map[string]any) {
+		controlPlane: func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
 			// RKE2's worker join reads the Cluster's RKE2ControlPlane (its servers' addresses) and
 			// the join token its control plane provider writes. The CRD, from the same module,
 			// without that provider's controller: the test sets its status as it would.
-			dir, _ := pinnedModule(t, filepath.Join("capi", folder), "github.com/rancher/cluster-api-provider-rke2")
-			crd := readObjects(t, readFile(t, filepath.Join(dir, "controlplane/config/crd/bases/controlplane.cluster.x-k8s.io_rke2controlplanes.yaml")))
+			dir, _ := framework.PinnedModule(t, filepath.Join("capi", folder), "github.com/rancher/cluster-api-provider-rke2")
+			crd := framework.ReadObjects(t, framework.ReadFile(t, filepath.Join(dir, "controlplane/config/crd/bases/controlplane.cluster.x-k8s.io_rke2controlplanes.yaml")))
 			crd[0].SetLabels(map[string]string{"cluster.x-k8s.io/v1beta1": "v1alpha1_v1beta1", "clusterctl.cluster.x-k8s.io": ""})
-			m.cp.createAll(t, crd)
-			waitEstablished(t, m.cp, []string{crd[0].GetName()})
-			m.createJoinToken(t)
-			m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+			m.CP.CreateAll(t, crd)
+			framework.WaitEstablished(t, m.CP, []string{crd[0].GetName()})
+			m.CreateJoinToken(t)
+			m.CP.CreateAll(t, []*unstructured.Unstructured{framework.Object(t, fmt.Sprintf(`
 apiVersion: controlplane.cluster.x-k8s.io/v1beta1
 kind: RKE2ControlPlane
 metadata: {name: %s, namespace: %s}
@@ -99,8 +101,8 @@ spec:
   rolloutStrategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1}}
   machineTemplate:
     infrastructureRef: {apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1, kind: TestMachineTemplate, name: %s}`,
-				clusterName, namespace, clusterName))})
-			return fmt.Sprintf("{apiVersion: controlplane.cluster.x-k8s.io/v1beta1, kind: RKE2ControlPlane, name: %s}", clusterName),
+				framework.ClusterName, framework.Namespace, framework.ClusterName))})
+			return fmt.Sprintf("{apiVersion: controlplane.cluster.x-k8s.io/v1beta1, kind: RKE2ControlPlane, name: %s}", framework.ClusterName),
 				schema.GroupVersionKind{Group: "controlplane.cluster.x-k8s.io", Version: "v1beta1", Kind: "RKE2ControlPlane"},
 				map[string]any{"ready": true, "initialized": true, "availableServerIPs": []any{"127.0.0.1"}}
 		},
@@ -143,12 +145,12 @@ func TestRKE2DefaulterNumbers(t *testing.T) {
 // k3sManagerFlags: k3s' manager has a flag for its metrics only; its webhook server listens on
 // 9443 with its certificate in $TMPDIR/k8s-webhook-server/serving-certs, and it has no health
 // endpoint (its metrics answer once it runs). Its kubeconfig is KUBECONFIG's.
-func k3sManagerFlags(s *managerSetup) ([]string, string) {
-	tmp := s.a.path(s.name + "-tmp")
-	s.certDir = filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
-	s.env = append(s.env, "TMPDIR="+tmp, "KUBECONFIG="+s.kubeconfig)
-	return []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", s.health), "--enable-leader-election=false"},
-		fmt.Sprintf("http://127.0.0.1:%d/metrics", s.health)
+func k3sManagerFlags(s *framework.ManagerSetup) ([]string, string) {
+	tmp := s.Artifacts.Path(s.Name + "-tmp")
+	s.CertDir = filepath.Join(tmp, "k8s-webhook-server", "serving-certs")
+	s.Env = append(s.Env, "TMPDIR="+tmp, "KUBECONFIG="+s.Kubeconfig)
+	return []string{fmt.Sprintf("--metrics-addr=127.0.0.1:%d", s.Health), "--enable-leader-election=false"},
+		fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Health)
 }
 
 // TestProviderWebhooks: for RKE2 (v0.21.0 and v0.20.1) and k3s (v0.3.1), each on a CAPI
@@ -162,15 +164,15 @@ func TestProviderWebhooks(t *testing.T) {
 	bin := clusterBinaries(t)
 	a := testArtifacts(t)
 	for _, bp := range bootstrapProviders {
-		t.Run(bp.name, func(t *testing.T) { bp.run(t, a.sub(t, bp.name), bin) })
+		t.Run(bp.name, func(t *testing.T) { bp.run(t, a.Sub(t, bp.name), bin) })
 	}
 }
 
 // startCluster is startV1beta1Cluster with the provider's control plane, and what that
 // control plane's status must be for a worker join.
-func (bp bootstrapProvider) startCluster(t *testing.T, a *artifacts, bin string) (m *managementCluster, controlPlane schema.GroupVersionKind, status map[string]any) {
+func (bp bootstrapProvider) startCluster(t *testing.T, a *framework.Artifacts, bin string) (m *framework.ManagementCluster, controlPlane schema.GroupVersionKind, status map[string]any) {
 	t.Helper()
-	m = startV1beta1Cluster(t, a, bin, func(m *managementCluster) string {
+	m = startV1beta1Cluster(t, a, bin, func(m *framework.ManagementCluster) string {
 		ref, gvk, s := bp.controlPlane(t, m)
 		controlPlane, status = gvk, s
 		return ref
@@ -179,67 +181,67 @@ func (bp bootstrapProvider) startCluster(t *testing.T, a *artifacts, bin string)
 }
 
 // install installs the provider from its module on m; its manager's identity.
-func (bp bootstrapProvider) install(t *testing.T, a *artifacts, m *managementCluster) string {
+func (bp bootstrapProvider) install(t *testing.T, a *framework.Artifacts, m *framework.ManagementCluster) string {
 	t.Helper()
-	p := bp.provider
-	p.module, p.version = pinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
-	installed := installProvider(t, a, m.cp, m.ca, capiBinaries(t, bp.folder), p)
-	return "system:serviceaccount:" + strings.ReplaceAll(installed.serviceAccount, "/", ":")
+	p := bp.Provider
+	p.Module, p.Version = framework.PinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
+	installed := framework.InstallProvider(t, a, m.CP, m.CA, capiBinaries(t, bp.folder), p)
+	return "system:serviceaccount:" + strings.ReplaceAll(installed.ServiceAccount, "/", ":")
 }
 
-func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
+func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string) {
 	pool := bp.name
 	// Set-up runs in the subtest itself: what it starts lives until the subtest ends.
 	m, controlPlane, cpStatus := bp.startCluster(t, a, bin)
 	identity := bp.install(t, a, m)
-	if users := stringList(m.policy.Spec.Settings["controllerUsers"]); !slices.Contains(users, identity) {
+	if users := framework.StringList(m.Policy.Spec.Settings["controllerUsers"]); !slices.Contains(users, identity) {
 		t.Errorf("POLICY: %s's manager runs as %s (its config/default), which policy.yaml's controllerUsers %v does not list", bp.name, identity, users)
 	}
 
-	manifest := strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "providers", bp.manifest))), "NAME", pool)
+	manifest := strings.ReplaceAll(string(framework.ReadFile(t, filepath.Join("testdata", "providers", bp.manifest))), "NAME", pool)
 	configFile := bp.config.Kind + ".yaml"
-	must(t, os.WriteFile(a.path(configFile), []byte(manifest), 0o644))
-	template := m.writeTemplate(t, manifest, pool)
+	framework.Must(t, os.WriteFile(a.Path(configFile), []byte(manifest), 0o644))
+	template := m.WriteTemplate(t, manifest, pool)
 	step(t, "a config stored before the defaulter, adopted by its pool", func(t *testing.T) {
-		restore := m.withoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
-		for _, file := range []string{configFile, m.pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
-			if r := m.person.run(t, "apply", "-f", file); r.err != nil {
-				t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		restore := m.WithoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
+		for _, file := range []string{configFile, m.Pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
+			if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
+				t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
 			}
 		}
-		stored := m.waitFor(t, bp.config, pool, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
-			return controlledByPool(u, pool)
+		stored := m.WaitFor(t, bp.config, pool, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
+			return framework.ControlledByPool(u, pool)
 		})
-		t.Logf("%s as stored before the defaulter:\n%s", bp.config.Kind, specYAML(t, stored))
-		m.applyTemplate(t, template)
+		t.Logf("%s as stored before the defaulter:\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
+		m.ApplyTemplate(t, template)
 		restore()
 	})
 	step(t, "a person's metadata-only update is admitted, the defaulter rewriting the spec", func(t *testing.T) {
 		since := time.Now()
-		m.labelAsPerson(t, bp.config, pool, configFile, bp.name)
-		m.admittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", namespace, "fleet.example.com/owner=platform")
-		stored := m.get(t, bp.config, pool)
-		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, specYAML(t, stored))
+		m.LabelAsPerson(t, bp.config, pool, configFile, bp.name)
+		m.AdmittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", framework.Namespace, "fleet.example.com/owner=platform")
+		stored := m.Get(t, bp.config, pool)
+		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
 		bp.defaulted(t, stored)
-		m.checkNotAnEdit(t, since, bp.resource, pool)
+		m.CheckNotAnEdit(t, since, bp.resource, pool)
 	})
 	step(t, "re-applying the manifest is admitted without a warning", func(t *testing.T) {
 		since := time.Now()
-		m.admittedWithoutWarning(t, "apply", "-f", configFile)
-		m.admittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", configFile)
-		m.checkPersonAdmitted(t, since)
-		m.checkNotAnEdit(t, since, bp.resource, pool)
+		m.AdmittedWithoutWarning(t, "apply", "-f", configFile)
+		m.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", configFile)
+		m.CheckPersonAdmitted(t, since)
+		m.CheckNotAnEdit(t, since, bp.resource, pool)
 	})
 	step(t, "the provider's own writes (the worker join's bootstrap data) are admitted", func(t *testing.T) {
 		since := time.Now()
-		m.markV1beta1Ready(t, controlPlane, cpStatus, pool)
-		m.waitFor(t, bp.config, pool, 3*time.Minute, "given its bootstrap data by the provider", func(u *unstructured.Unstructured) bool {
+		m.MarkV1beta1Ready(t, controlPlane, cpStatus, pool)
+		m.WaitFor(t, bp.config, pool, 3*time.Minute, "given its bootstrap data by the provider", func(u *unstructured.Unstructured) bool {
 			ready, _, _ := unstructured.NestedBool(u.Object, "status", "ready")
 			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
 			return ready && secret != ""
 		})
 		var own int
-		for _, e := range m.checkNotAnEdit(t, since, bp.resource, pool) {
+		for _, e := range m.CheckNotAnEdit(t, since, bp.resource, pool) {
 			if e.User.Username == identity {
 				own++
 			}
@@ -250,22 +252,22 @@ func (bp bootstrapProvider) run(t *testing.T, a *artifacts, bin string) {
 	})
 	step(t, "a person's real edit is refused, naming the field", func(t *testing.T) {
 		edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)
-		must(t, os.WriteFile(a.path("edited-"+configFile), []byte(edited), 0o644))
-		r := m.person.run(t, "apply", "-f", "edited-"+configFile)
+		framework.Must(t, os.WriteFile(a.Path("edited-"+configFile), []byte(edited), 0o644))
+		r := m.Person.Run(t, "apply", "-f", "edited-"+configFile)
 		for _, want := range []string{
-			fmt.Sprintf("admission webhook %q denied the request", m.webhookName()),
+			fmt.Sprintf("admission webhook %q denied the request", m.WebhookName()),
 			bp.editedPath,
-			fmt.Sprintf("The config is in use by MachinePool %s/%s", namespace, pool),
+			fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool),
 		} {
-			if r.err == nil || !strings.Contains(r.stderr, want) {
-				t.Errorf("want a refusal with %q: %v\n%s", want, r.err, r.stderr)
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("want a refusal with %q: %v\n%s", want, r.Err, r.Stderr)
 			}
 		}
 	})
 	templateSteps(t, m, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
 	step(t, "no controller write was refused by the policy", func(t *testing.T) {
-		m.checkControllersAdmitted(t, time.Time{})
-		for _, e := range deniedBy(m.eventsSince(t, time.Time{}), m.webhookName()) {
+		m.CheckControllersAdmitted(t, time.Time{})
+		for _, e := range framework.DeniedBy(m.EventsSince(t, time.Time{}), m.WebhookName()) {
 			if e.User.Username == identity {
 				t.Errorf("the policy refused %s's own write: %s", bp.name, e)
 			}

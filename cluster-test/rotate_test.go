@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -28,7 +30,7 @@ func rolloutCheckBinary(t *testing.T) string {
 		bin = filepath.Join("..", "target", "debug", "capi-rollout-check")
 	}
 	abs, err := filepath.Abs(bin)
-	must(t, err)
+	framework.Must(t, err)
 	if _, err := os.Stat(abs); err != nil {
 		t.Fatalf("no capi-rollout-check at %s (ROLLOUT_CHECK=, or cargo build -p capi-rollout-check): %v", abs, err)
 	}
@@ -38,9 +40,9 @@ func rolloutCheckBinary(t *testing.T) string {
 func (c *testCluster) rolloutCheck(t *testing.T, kubeconfig string, env []string, args ...string) rolloutCheckResult {
 	t.Helper()
 	all := append([]string{"rotate"}, args...)
-	all = append(all, "--kubeconfig", kubeconfig, "--kubectl", c.person.bin, "-n", namespace)
+	all = append(all, "--kubeconfig", kubeconfig, "--kubectl", c.Person.Bin, "-n", framework.Namespace)
 	cmd := exec.Command(rolloutCheckBinary(t), all...)
-	cmd.Dir = c.a.dir
+	cmd.Dir = c.Artifacts.Dir
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -65,72 +67,72 @@ var suggestedName = regexp.MustCompile(`create a new KubeadmConfig "([a-z0-9.-]+
 // else. Then each bad input the command refuses, against the real API server, changing nothing.
 func (c *testCluster) rotateCommand(t *testing.T) {
 	since := time.Now()
-	pool := c.get(t, machinePoolGVK, poolName)
+	pool := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	current, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
-	manifest := string(readFile(t, c.a.path(current+".yaml")))
+	manifest := string(framework.ReadFile(t, c.Artifacts.Path(current+".yaml")))
 	sysctl := regexp.MustCompile(`vm\.max_map_count = [0-9]+`)
 	if !sysctl.MatchString(manifest) {
 		t.Fatalf("%s.yaml has no sysctl to change:\n%s", current, manifest)
 	}
 	const wanted = "vm.max_map_count = 2097152"
 	edited := current + "-edited.yaml"
-	must(t, os.WriteFile(c.a.path(edited), []byte(sysctl.ReplaceAllString(manifest, wanted)), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(edited), []byte(sysctl.ReplaceAllString(manifest, wanted)), 0o644))
 
 	// The edit in place is refused, and names the rotation.
-	r := c.person.run(t, "apply", "-f", edited)
-	if r.err == nil {
+	r := c.Person.Run(t, "apply", "-f", edited)
+	if r.Err == nil {
 		t.Fatalf("the in-place edit of %s was admitted", current)
 	}
-	m := suggestedName.FindStringSubmatch(r.stderr)
+	m := suggestedName.FindStringSubmatch(r.Stderr)
 	if m == nil {
-		t.Fatalf("the refusal names no new config:\n%s", r.stderr)
+		t.Fatalf("the refusal names no new config:\n%s", r.Stderr)
 	}
 	name := m[1]
 
 	// The command does it.
-	got := c.rolloutCheck(t, c.person.kubeconfig, nil, "machinepool/"+poolName, "-f", edited, "--timeout", "3m")
+	got := c.rolloutCheck(t, c.Person.Kubeconfig, nil, "machinepool/"+framework.PoolName, "-f", edited, "--timeout", "3m")
 	if got.code != 0 {
 		t.Fatalf("capi-rollout-check rotate exited %d:\n%s%s", got.code, got.stdout, got.stderr)
 	}
 	for _, want := range []string{
-		fmt.Sprintf("created KubeadmConfig %s/%s\n", namespace, name),
-		fmt.Sprintf("MachinePool %s/%s: configRef.name %s -> %s\n", namespace, poolName, current, name),
-		fmt.Sprintf("MachinePool %s/%s: CAPI copied dataSecretName ", namespace, poolName),
-		fmt.Sprintf("left: KubeadmConfig %s/%s, rotated out", namespace, current),
+		fmt.Sprintf("created KubeadmConfig %s/%s\n", framework.Namespace, name),
+		fmt.Sprintf("MachinePool %s/%s: configRef.name %s -> %s\n", framework.Namespace, framework.PoolName, current, name),
+		fmt.Sprintf("MachinePool %s/%s: CAPI copied dataSecretName ", framework.Namespace, framework.PoolName),
+		fmt.Sprintf("left: KubeadmConfig %s/%s, rotated out", framework.Namespace, current),
 	} {
 		if !strings.Contains(got.stdout, want) {
 			t.Errorf("capi-rollout-check's output lacks %q:\n%s", want, got.stdout)
 		}
 	}
-	config := c.waitFor(t, kubeadmConfigGVK, name, time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
-		return controlledByPool(u, poolName)
+	config := c.WaitFor(t, framework.KubeadmConfigGVK, name, time.Minute, "adopted by the pool", func(u *unstructured.Unstructured) bool {
+		return framework.ControlledByPool(u, framework.PoolName)
 	})
 	secret, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName")
-	pool = c.get(t, machinePoolGVK, poolName)
+	pool = c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	if copied, _, _ := unstructured.NestedString(pool.Object, "spec", "template", "spec", "bootstrap", "dataSecretName"); copied != secret || secret == "" {
 		t.Errorf("the pool's dataSecretName is %q, want the new config's %q", copied, secret)
 	}
-	if s := c.secret(t, secret); !strings.Contains(string(s.Data["value"]), wanted) {
+	if s := c.Secret(t, secret); !strings.Contains(string(s.Data["value"]), wanted) {
 		t.Errorf("the new data secret %s does not carry %q", secret, wanted)
 	}
 	// The person's checkout, as the command leaves it to them: the new config's manifest.
-	must(t, os.WriteFile(c.a.path(name+".yaml"), []byte(strings.Replace(sysctl.ReplaceAllString(manifest, wanted), "name: "+current, "name: "+name, 1)), 0o644))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(name+".yaml"), []byte(strings.Replace(sysctl.ReplaceAllString(manifest, wanted), "name: "+current, "name: "+name, 1)), 0o644))
 
 	// The audit log: the person's writes are the refused edit, the config and the repoint;
 	// every other write to CAPI's kinds is a controller's, and none was refused.
 	var person []string
-	for _, e := range c.eventsSince(t, since) {
-		if !e.isWrite() || e.ObjectRef == nil || !strings.HasSuffix(e.ObjectRef.APIGroup, "cluster.x-k8s.io") {
+	for _, e := range c.EventsSince(t, since) {
+		if !e.IsWrite() || e.ObjectRef == nil || !strings.HasSuffix(e.ObjectRef.APIGroup, "cluster.x-k8s.io") {
 			continue
 		}
 		switch e.User.Username {
-		case c.personName:
+		case c.PersonName:
 			verdict := "admitted"
-			if e.code() >= 300 {
+			if e.Code() >= 300 {
 				verdict = "refused"
 			}
-			person = append(person, fmt.Sprintf("%s %s %s %s", e.Verb, e.resource(), e.ObjectRef.Name, verdict))
-		case c.capiManager, c.cabpk:
+			person = append(person, fmt.Sprintf("%s %s %s %s", e.Verb, e.Resource(), e.ObjectRef.Name, verdict))
+		case c.CAPIManager, c.CABPK:
 		default:
 			t.Errorf("a write of neither the person nor CAPI during the rotation: %s", e)
 		}
@@ -138,12 +140,12 @@ func (c *testCluster) rotateCommand(t *testing.T) {
 	want := []string{
 		fmt.Sprintf("patch kubeadmconfigs %s refused", current),
 		fmt.Sprintf("create kubeadmconfigs %s admitted", name),
-		fmt.Sprintf("patch machinepools %s admitted", poolName),
+		fmt.Sprintf("patch machinepools %s admitted", framework.PoolName),
 	}
 	if strings.Join(person, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the person's writes to CAPI's kinds:\n%s\nwant:\n%s", strings.Join(person, "\n"), strings.Join(want, "\n"))
 	}
-	c.checkControllersAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
 
 	c.rotateRefusals(t, name)
 }
@@ -152,13 +154,13 @@ func (c *testCluster) rotateCommand(t *testing.T) {
 // message asserted, and nothing written (the person's writes counted in the audit log).
 func (c *testCluster) rotateRefusals(t *testing.T, current string) {
 	since := time.Now()
-	manifest := string(readFile(t, c.a.path(current+".yaml")))
+	manifest := string(framework.ReadFile(t, c.Artifacts.Path(current+".yaml")))
 	edit := func(file, from, to string) string {
 		text := strings.Replace(manifest, from, to, 1)
 		if text == manifest {
 			t.Fatalf("%s.yaml has no %q", current, from)
 		}
-		must(t, os.WriteFile(c.a.path(file), []byte(text), 0o644))
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(file), []byte(text), 0o644))
 		return file
 	}
 	edited := edit("rotate-edited.yaml", "vm.max_map_count = 2097152", "vm.max_map_count = 4194304")
@@ -166,14 +168,14 @@ func (c *testCluster) rotateRefusals(t *testing.T, current string) {
 	stale := edit("rotate-stale.yaml", "name: "+current, "name: pool-1-a")
 
 	// The name the policy suggests for the edit, taken by hand with another spec.
-	dry := c.rolloutCheck(t, c.person.kubeconfig, nil, "machinepool/"+poolName, "-f", edited, "--dry-run=client")
+	dry := c.rolloutCheck(t, c.Person.Kubeconfig, nil, "machinepool/"+framework.PoolName, "-f", edited, "--dry-run=client")
 	m := regexp.MustCompile(`would create KubeadmConfig [a-z0-9-]+/([a-z0-9.-]+)`).FindStringSubmatch(dry.stdout)
 	if dry.code != 0 || m == nil {
 		t.Fatalf("the client dry run: exit %d\n%s%s", dry.code, dry.stdout, dry.stderr)
 	}
 	taken := edit("rotate-taken.yaml", "name: "+current, "name: "+m[1])
-	if r := c.person.run(t, "create", "-f", taken); r.err != nil {
-		t.Fatalf("kubectl create -f %s: %v\n%s", taken, r.err, r.stderr)
+	if r := c.Person.Run(t, "create", "-f", taken); r.Err != nil {
+		t.Fatalf("kubectl create -f %s: %v\n%s", taken, r.Err, r.Stderr)
 	}
 
 	// A person who may read CAPI's kinds and patch pools, not create configs.
@@ -198,13 +200,13 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: rotate-v
 subjects:
   - {kind: User, apiGroup: rbac.authorization.k8s.io, name: %s}
 `, viewer)
-	must(t, os.WriteFile(c.a.path("rotate-viewer.yaml"), []byte(role), 0o644))
-	if r := c.person.run(t, "apply", "-f", "rotate-viewer.yaml"); r.err != nil {
-		t.Fatalf("kubectl apply -f rotate-viewer.yaml: %v\n%s", r.err, r.stderr)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("rotate-viewer.yaml"), []byte(role), 0o644))
+	if r := c.Person.Run(t, "apply", "-f", "rotate-viewer.yaml"); r.Err != nil {
+		t.Fatalf("kubectl apply -f rotate-viewer.yaml: %v\n%s", r.Err, r.Stderr)
 	}
-	viewerConfig := c.cp.user(t, c.a, viewer)
+	viewerConfig := c.CP.User(t, c.Artifacts, viewer)
 
-	before := c.get(t, machinePoolGVK, poolName)
+	before := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	cases := []struct {
 		name       string
 		kubeconfig string
@@ -213,25 +215,25 @@ subjects:
 		code       int
 		message    string
 	}{
-		{"no such pool", "", nil, []string{"machinepool/pool-9", "-f", edited}, 2, fmt.Sprintf("MachinePool pool-9 not found in namespace %s", namespace)},
-		{"not the current config", "", nil, []string{"machinepool/" + poolName, "-f", stale},
-			2, fmt.Sprintf("MachinePool %s/%s uses KubeadmConfig %s, not KubeadmConfig pool-1-a", namespace, poolName, current)},
-		{"nothing changed (--edit, saved unchanged)", "", []string{"KUBE_EDITOR=true"}, []string{"machinepool/" + poolName, "--edit"},
-			1, fmt.Sprintf("nothing to rotate: the edited spec of KubeadmConfig %s/%s is the one it has", namespace, current)},
-		{"the suggested name taken", "", nil, []string{"machinepool/" + poolName, "-f", edited},
-			2, fmt.Sprintf("KubeadmConfig %s/%s already exists with another spec: nothing was changed", namespace, m[1])},
-		{"RBAC", viewerConfig, nil, []string{"machinepool/" + poolName, "-f", edited},
-			2, fmt.Sprintf("RBAC: you may not create kubeadmconfigs.bootstrap.cluster.x-k8s.io in namespace %s; nothing was changed", namespace)},
+		{"no such pool", "", nil, []string{"machinepool/pool-9", "-f", edited}, 2, fmt.Sprintf("MachinePool pool-9 not found in namespace %s", framework.Namespace)},
+		{"not the current config", "", nil, []string{"machinepool/" + framework.PoolName, "-f", stale},
+			2, fmt.Sprintf("MachinePool %s/%s uses KubeadmConfig %s, not KubeadmConfig pool-1-a", framework.Namespace, framework.PoolName, current)},
+		{"nothing changed (--edit, saved unchanged)", "", []string{"KUBE_EDITOR=true"}, []string{"machinepool/" + framework.PoolName, "--edit"},
+			1, fmt.Sprintf("nothing to rotate: the edited spec of KubeadmConfig %s/%s is the one it has", framework.Namespace, current)},
+		{"the suggested name taken", "", nil, []string{"machinepool/" + framework.PoolName, "-f", edited},
+			2, fmt.Sprintf("KubeadmConfig %s/%s already exists with another spec: nothing was changed", framework.Namespace, m[1])},
+		{"RBAC", viewerConfig, nil, []string{"machinepool/" + framework.PoolName, "-f", edited},
+			2, fmt.Sprintf("RBAC: you may not create kubeadmconfigs.bootstrap.cluster.x-k8s.io in namespace %s; nothing was changed", framework.Namespace)},
 	}
 	for _, tc := range cases {
 		kubeconfig := tc.kubeconfig
 		if kubeconfig == "" {
-			kubeconfig = c.person.kubeconfig
+			kubeconfig = c.Person.Kubeconfig
 		}
 		if tc.name == "RBAC" {
 			// The name is free again for the RBAC case, so that create is the verb asked.
-			if r := c.person.run(t, "delete", "-f", taken); r.err != nil {
-				t.Fatalf("kubectl delete -f %s: %v\n%s", taken, r.err, r.stderr)
+			if r := c.Person.Run(t, "delete", "-f", taken); r.Err != nil {
+				t.Fatalf("kubectl delete -f %s: %v\n%s", taken, r.Err, r.Stderr)
 			}
 		}
 		r := c.rolloutCheck(t, kubeconfig, tc.env, tc.args...)
@@ -241,36 +243,36 @@ subjects:
 	}
 
 	// A pool the topology of a ClusterClass manages: the label, for the command's look only.
-	if r := c.person.run(t, "label", "machinepool", poolName, "-n", namespace, "topology.cluster.x-k8s.io/owned="); r.err != nil {
-		t.Fatalf("kubectl label: %v\n%s", r.err, r.stderr)
+	if r := c.Person.Run(t, "label", "machinepool", framework.PoolName, "-n", framework.Namespace, "topology.cluster.x-k8s.io/owned="); r.Err != nil {
+		t.Fatalf("kubectl label: %v\n%s", r.Err, r.Stderr)
 	}
-	r := c.rolloutCheck(t, c.person.kubeconfig, nil, "machinepool/"+poolName, "-f", edited)
-	if want := fmt.Sprintf("MachinePool %s/%s is managed by Cluster %s's topology", namespace, poolName, clusterName); r.code != 2 || !strings.Contains(r.stderr, want) {
+	r := c.rolloutCheck(t, c.Person.Kubeconfig, nil, "machinepool/"+framework.PoolName, "-f", edited)
+	if want := fmt.Sprintf("MachinePool %s/%s is managed by Cluster %s's topology", framework.Namespace, framework.PoolName, framework.ClusterName); r.code != 2 || !strings.Contains(r.stderr, want) {
 		t.Errorf("topology: exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
 	}
-	if r := c.person.run(t, "label", "machinepool", poolName, "-n", namespace, "topology.cluster.x-k8s.io/owned-"); r.err != nil {
-		t.Fatalf("kubectl label: %v\n%s", r.err, r.stderr)
+	if r := c.Person.Run(t, "label", "machinepool", framework.PoolName, "-n", framework.Namespace, "topology.cluster.x-k8s.io/owned-"); r.Err != nil {
+		t.Fatalf("kubectl label: %v\n%s", r.Err, r.Stderr)
 	}
 
 	// Nothing was written by the command: the pool names the same config, and the person's
 	// writes to CAPI's kinds are the test's own (the taken name, the labels).
-	after := c.get(t, machinePoolGVK, poolName)
+	after := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	a, _, _ := unstructured.NestedString(after.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
 	b, _, _ := unstructured.NestedString(before.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
 	if a != b {
 		t.Errorf("the pool's configRef moved from %s to %s during the refused rotations", b, a)
 	}
 	var writes []string
-	for _, e := range c.eventsSince(t, since) {
-		if e.isWrite() && e.ObjectRef != nil && strings.HasSuffix(e.ObjectRef.APIGroup, "cluster.x-k8s.io") && (e.User.Username == c.personName || e.User.Username == viewer) {
-			writes = append(writes, fmt.Sprintf("%s %s %s", e.Verb, e.resource(), e.ObjectRef.Name))
+	for _, e := range c.EventsSince(t, since) {
+		if e.IsWrite() && e.ObjectRef != nil && strings.HasSuffix(e.ObjectRef.APIGroup, "cluster.x-k8s.io") && (e.User.Username == c.PersonName || e.User.Username == viewer) {
+			writes = append(writes, fmt.Sprintf("%s %s %s", e.Verb, e.Resource(), e.ObjectRef.Name))
 		}
 	}
 	want := []string{
 		"create kubeadmconfigs " + m[1],
 		"delete kubeadmconfigs " + m[1],
-		"patch machinepools " + poolName,
-		"patch machinepools " + poolName,
+		"patch machinepools " + framework.PoolName,
+		"patch machinepools " + framework.PoolName,
 	}
 	if strings.Join(writes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("writes to CAPI's kinds during the refused rotations:\n%s\nwant only the test's own:\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -42,27 +44,27 @@ func TestSoak(t *testing.T) {
 	pools := envInt(t, "SOAK_POOLS", 50)
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
-	a := newArtifacts(t)
-	m := startManagementCluster(t, a, bin, newCA(t), nil)
-	m.createCluster(t)
+	a := framework.NewArtifacts(t)
+	m := framework.StartManagementCluster(t, a, bin, framework.NewCA(t), nil)
+	m.CreateCluster(t)
 
 	// The pools, as pool-1 and its config, renamed.
-	f := &soakFleet{m: m, kubeadm: kubeadmConfigGVK, controllers: []string{m.capiManager, m.cabpk}}
+	f := &soakFleet{m: m, kubeadm: framework.KubeadmConfigGVK, controllers: []string{m.CAPIManager, m.CABPK}}
 	names := make([]string, pools)
 	var docs []string
 	for i := range names {
 		names[i] = fmt.Sprintf("soak-%02d", i)
-		text := string(readFile(t, "testdata/fleet/pool-1-a.yaml")) + "\n---\n" + string(readFile(t, "testdata/fleet/pool-1.yaml"))
+		text := string(framework.ReadFile(t, "testdata/fleet/pool-1-a.yaml")) + "\n---\n" + string(framework.ReadFile(t, "testdata/fleet/pool-1.yaml"))
 		docs = append(docs, strings.ReplaceAll(text, "pool-1", names[i]))
 		f.configs = append(f.configs, names[i]+"-a")
 	}
-	must(t, os.WriteFile(a.path("soak-fleet.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	framework.Must(t, os.WriteFile(a.Path("soak-fleet.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	f.apply(t, "soak-fleet.yaml")
 	for _, name := range names {
-		m.provisionInfrastructure(t, name)
+		m.ProvisionInfrastructure(t, name)
 	}
 	for _, name := range f.configs {
-		m.waitFor(t, kubeadmConfigGVK, name, 5*time.Minute, "filled by CABPK", func(u *unstructured.Unstructured) bool {
+		m.WaitFor(t, framework.KubeadmConfigGVK, name, 5*time.Minute, "filled by CABPK", func(u *unstructured.Unstructured) bool {
 			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
 			return secret == name // CABPK names the Secret as the config
 		})
@@ -92,20 +94,20 @@ func TestSoakProviders(t *testing.T) {
 	// CABPK's read the Cluster's status and the join token and CA Secrets only.
 	rke2 := providers[slices.IndexFunc(providers, func(bp bootstrapProvider) bool { return strings.HasPrefix(bp.name, "rke2") })]
 	m, controlPlane, cpStatus := rke2.startCluster(t, a, bin)
-	f := &soakFleet{m: m, kubeadm: kubeadmConfigV1beta1GVK, controllers: []string{m.capiManager, m.cabpk}}
+	f := &soakFleet{m: m, kubeadm: kubeadmConfigV1beta1GVK, controllers: []string{m.CAPIManager, m.CABPK}}
 
 	for i := range pools {
 		f.configs = append(f.configs, fmt.Sprintf("soak-%02d", i))
 	}
-	f.apply(t, m.writeConfigs(t, "soak-kubeadmconfigs.yaml", filepath.Join("testdata", "v1beta1", "kubeadmconfig.yaml"), f.configs),
-		m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", f.configs...))
+	f.apply(t, m.WriteConfigs(t, "soak-kubeadmconfigs.yaml", filepath.Join("testdata", "v1beta1", "kubeadmconfig.yaml"), f.configs),
+		m.Pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", f.configs...))
 	for _, bp := range providers {
 		sp := soakProvider{name: bp.name, gvk: bp.config, resource: bp.resource, identity: bp.install(t, a, m)}
 		for i := range providerPools {
 			sp.configs = append(sp.configs, fmt.Sprintf("soak-%s-%d", strings.ToLower(bp.config.Kind), i))
 		}
-		f.apply(t, m.writeConfigs(t, "soak-"+bp.resource+".yaml", filepath.Join("testdata", "providers", bp.manifest), sp.configs),
-			m.pools(t, bp.config.GroupVersion().String(), bp.config.Kind, sp.configs...))
+		f.apply(t, m.WriteConfigs(t, "soak-"+bp.resource+".yaml", filepath.Join("testdata", "providers", bp.manifest), sp.configs),
+			m.Pools(t, bp.config.GroupVersion().String(), bp.config.Kind, sp.configs...))
 		f.controllers = append(f.controllers, sp.identity)
 		f.providers = append(f.providers, sp)
 	}
@@ -113,10 +115,10 @@ func TestSoakProviders(t *testing.T) {
 	for _, gvkNames := range f.everyConfig() {
 		all = append(all, gvkNames.names...)
 	}
-	m.markV1beta1Ready(t, controlPlane, cpStatus, all...)
+	m.MarkV1beta1Ready(t, controlPlane, cpStatus, all...)
 	for _, gvkNames := range f.everyConfig() {
 		for _, name := range gvkNames.names {
-			m.waitFor(t, gvkNames.gvk, name, 5*time.Minute, "given its bootstrap data", func(u *unstructured.Unstructured) bool {
+			m.WaitFor(t, gvkNames.gvk, name, 5*time.Minute, "given its bootstrap data", func(u *unstructured.Unstructured) bool {
 				secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
 				return secret != ""
 			})
@@ -130,7 +132,7 @@ func TestSoakProviders(t *testing.T) {
 // person's updates are timed on them), the other providers' pools, and the controllers whose
 // every write must be admitted.
 type soakFleet struct {
-	m           *managementCluster
+	m           *framework.ManagementCluster
 	kubeadm     schema.GroupVersionKind
 	configs     []string
 	providers   []soakProvider
@@ -168,21 +170,21 @@ func (f *soakFleet) apply(t *testing.T, files ...string) {
 	t.Helper()
 	f.manifests = append(f.manifests, files...)
 	for _, file := range files {
-		if r := f.m.person.run(t, append(gitOpsApply, file)...); r.err != nil {
-			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		if r := f.m.Person.Run(t, append(gitOpsApply, file)...); r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
 		}
 	}
 }
 
 // soak: CAPI's own traffic for SOAK_DURATION, then the side-by-side updates, then the report.
-func (f soakFleet) soak(t *testing.T, a *artifacts) {
+func (f soakFleet) soak(t *testing.T, a *framework.Artifacts) {
 	duration := envDuration(t, "SOAK_DURATION", 15*time.Minute)
 	applies := envInt(t, "SOAK_APPLIES", 200)
 	m := f.m
 	ctx := context.Background()
 	before := webhookMetrics(t, m)
 	start := time.Now()
-	rss := sampleRSS(m.server.process, 10*time.Second)
+	rss := sampleRSS(m.Server.Process, 10*time.Second)
 	reapply := envDuration(t, "SOAK_REAPPLY", time.Minute)
 	gitops := f.startGitOps(reapply)
 	for elapsed := time.Duration(0); elapsed < duration; elapsed = time.Since(start) {
@@ -198,19 +200,19 @@ func (f soakFleet) soak(t *testing.T, a *artifacts) {
 	}
 	after := webhookMetrics(t, m)
 	// Refusals and the providers' writes since the cluster started; rotations in the soak.
-	events := m.eventsSince(t, time.Time{})
+	events := m.EventsSince(t, time.Time{})
 	writes := map[string]int{}
 	rotations := 0
 	for _, e := range events {
-		if e.isWrite() && e.code() < 300 && !e.StageTimestamp.After(end) {
-			writes[e.User.Username+" "+e.resource()]++
-			if e.User.Username == m.cabpk && e.resource() == "kubeadmconfigs" && !e.StageTimestamp.Before(start) {
+		if e.IsWrite() && e.Code() < 300 && !e.StageTimestamp.After(end) {
+			writes[e.User.Username+" "+e.Resource()]++
+			if e.User.Username == m.CABPK && e.Resource() == "kubeadmconfigs" && !e.StageTimestamp.Before(start) {
 				rotations++
 			}
 		}
 	}
 	refused := map[string]int{}
-	for _, e := range deniedBy(events, m.webhookName()) {
+	for _, e := range framework.DeniedBy(events, m.WebhookName()) {
 		refused[e.User.Username]++
 	}
 	for _, identity := range f.controllers {
@@ -218,7 +220,7 @@ func (f soakFleet) soak(t *testing.T, a *artifacts) {
 			t.Errorf("the policy refused %d writes of %s", refused[identity], identity)
 		}
 	}
-	if open := failedOpen(events, m.webhookName()); len(open) > 0 {
+	if open := framework.FailedOpen(events, m.WebhookName()); len(open) > 0 {
 		t.Errorf("%d requests failed open during the soak: first %s", len(open), open[0])
 	}
 	if rotations == 0 {
@@ -233,39 +235,39 @@ func (f soakFleet) soak(t *testing.T, a *artifacts) {
 	// Side by side, under the same load: a person's config update, admitted by every variant.
 	person := personClient(t, m)
 	latencies := []latencyRow{{name: "no admission"}}
-	must(t, m.cp.client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.policy.policyID()}}))
+	framework.Must(t, m.CP.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.Policy.PolicyID()}}))
 	latencies[0].durations = f.measureUpdates(t, person, applies)
 
 	vap, binding := celPolicy(m, f.kubeadm.Version)
-	must(t, m.cp.client.Create(ctx, vap))
-	must(t, m.cp.client.Create(ctx, binding))
+	framework.Must(t, m.CP.Client.Create(ctx, vap))
+	framework.Must(t, m.CP.Client.Create(ctx, binding))
 	f.waitRefused(t, person, "ValidatingAdmissionPolicy")
 	latencies = append(latencies, latencyRow{name: "CEL ValidatingAdmissionPolicy (" + vap.Name + ")", durations: f.measureUpdates(t, person, applies)})
-	must(t, m.cp.client.Delete(ctx, binding))
-	must(t, m.cp.client.Delete(ctx, vap))
+	framework.Must(t, m.CP.Client.Delete(ctx, binding))
+	framework.Must(t, m.CP.Client.Delete(ctx, vap))
 
-	servers := []*policyServer{m.server}
+	servers := []*framework.PolicyServer{m.Server}
 	if os.Getenv("POLICY_SERVER") != "" { // the real policy-server, and policy-host beside it
-		hostArtifacts := a.sub(t, "policy-host")
-		host := newPolicyServer(t, hostArtifacts, m.ca, m.policy, m.server.kubeconfig)
-		host.bin, host.args = policyHostBinary(t), []string{"serve"}
-		host.start(hostArtifacts, nil)
+		hostArtifacts := a.Sub(t, "policy-host")
+		host := framework.NewPolicyServer(t, hostArtifacts, m.CA, m.Policy, m.Server.Kubeconfig)
+		host.Bin, host.Args = framework.PolicyHostBinary(t), []string{"serve"}
+		host.Start(hostArtifacts, nil)
 		servers = append(servers, host)
 	}
 	for _, s := range servers {
-		registerWebhook(t, m.cp, m.policy, s, m.ca.caPEM)
+		framework.RegisterWebhook(t, m.CP, m.Policy, s, m.CA.CAPEM)
 		f.waitRefused(t, person, "denied the request")
-		latencies = append(latencies, latencyRow{name: "this policy, " + filepath.Base(s.bin), durations: f.measureUpdates(t, person, applies)})
-		must(t, m.cp.client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.policy.policyID()}}))
+		latencies = append(latencies, latencyRow{name: "this policy, " + filepath.Base(s.Bin), durations: f.measureUpdates(t, person, applies)})
+		framework.Must(t, m.CP.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.Policy.PolicyID()}}))
 	}
 
 	report := soakReport{
-		pools: len(f.configs), duration: end.Sub(start), server: filepath.Base(m.server.bin), rotations: rotations,
+		pools: len(f.configs), duration: end.Sub(start), server: filepath.Base(m.Server.Bin), rotations: rotations,
 		providers: providerWrites, gitops: gitops, reapply: reapply, refused: refused, webhook: after.minus(before), rss: samples, latencies: latencies,
 	}
 	text := report.String()
-	must(t, os.WriteFile(a.path("soak-report.md"), []byte(text), 0o644))
-	t.Logf("soak report (%s):\n%s", a.path("soak-report.md"), text)
+	framework.Must(t, os.WriteFile(a.Path("soak-report.md"), []byte(text), 0o644))
+	t.Logf("soak report (%s):\n%s", a.Path("soak-report.md"), text)
 }
 
 type providerWrite struct {
@@ -316,22 +318,22 @@ func (f soakFleet) startGitOps(interval time.Duration) *gitOps {
 	g := &gitOps{manifests: len(f.manifests)}
 	objects := map[string]int{} // the objects of each file: a request each, every apply
 	for _, file := range f.manifests {
-		if data, err := os.ReadFile(f.m.a.path(file)); err == nil {
+		if data, err := os.ReadFile(f.m.Artifacts.Path(file)); err == nil {
 			objects[file] = strings.Count("\n"+string(data), "\nkind: ")
 		}
 	}
-	k := f.m.person
+	k := f.m.Person
 	g.periodic = every(interval, false, func() {
 		for _, file := range f.manifests {
-			args := append([]string{"--kubeconfig", k.kubeconfig}, append(gitOpsApply, file)...)
-			cmd := exec.Command(k.bin, args...)
-			cmd.Dir = k.dir
+			args := append([]string{"--kubeconfig", k.Kubeconfig}, append(gitOpsApply, file)...)
+			cmd := exec.Command(k.Bin, args...)
+			cmd.Dir = k.Dir
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
 			g.applies++
 			g.objects += objects[file]
-			if warnings := policyWarnings(stderr.String()); err != nil || len(warnings) > 0 {
+			if warnings := framework.PolicyWarnings(stderr.String()); err != nil || len(warnings) > 0 {
 				g.problems = append(g.problems, fmt.Sprintf("kubectl %s: %v %q", strings.Join(args[2:], " "), err, stderr.String()))
 			}
 		}
@@ -384,17 +386,17 @@ type histogram struct {
 	rejections float64
 }
 
-func webhookMetrics(t *testing.T, m *managementCluster) histogram {
+func webhookMetrics(t *testing.T, m *framework.ManagementCluster) histogram {
 	t.Helper()
-	raw, err := m.cp.clientset.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-	must(t, err)
+	raw, err := m.CP.Clientset.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	framework.Must(t, err)
 	var parser expfmt.TextParser
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
-	must(t, err)
+	framework.Must(t, err)
 	h := histogram{buckets: map[float64]float64{}}
 	ours := func(metric *dto.Metric) bool {
 		for _, l := range metric.GetLabel() {
-			if l.GetName() == "name" && l.GetValue() == m.webhookName() {
+			if l.GetName() == "name" && l.GetValue() == m.WebhookName() {
 				return true
 			}
 		}
@@ -471,11 +473,11 @@ type rssSampler struct {
 }
 
 // sampleRSS reads VmRSS of the process every interval until stop.
-func sampleRSS(p *process, interval time.Duration) *rssSampler {
+func sampleRSS(p *framework.Process, interval time.Duration) *rssSampler {
 	s := &rssSampler{}
 	start := time.Now()
 	s.periodic = every(interval, true, func() {
-		if kib, ok := vmRSS(p.cmd.Process.Pid); ok {
+		if kib, ok := vmRSS(p.Cmd.Process.Pid); ok {
 			s.samples = append(s.samples, rssSample{at: time.Since(start), kib: kib})
 		}
 	})
@@ -500,13 +502,13 @@ func vmRSS(pid int) (int, bool) {
 
 // --- a person's config update, timed ---
 
-func personClient(t *testing.T, m *managementCluster) client.Client {
+func personClient(t *testing.T, m *framework.ManagementCluster) client.Client {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", m.person.kubeconfig)
-	must(t, err)
+	cfg, err := clientcmd.BuildConfigFromFlags("", m.Person.Kubeconfig)
+	framework.Must(t, err)
 	cfg.QPS, cfg.Burst = 1000, 1000 // the client's own rate limit is not what is measured
 	c, err := client.New(cfg, client.Options{})
-	must(t, err)
+	framework.Must(t, err)
 	return c
 }
 
@@ -553,7 +555,7 @@ func (f soakFleet) waitRefused(t *testing.T, c client.Client, want string) {
 func (f soakFleet) config(name string) *unstructured.Unstructured {
 	config := &unstructured.Unstructured{}
 	config.SetGroupVersionKind(f.kubeadm)
-	config.SetNamespace(namespace)
+	config.SetNamespace(framework.Namespace)
 	config.SetName(name)
 	return config
 }
@@ -585,12 +587,12 @@ func celComparedPaths(version string) []string {
 // paths (one static message), tell a rotated-out config from one in use (no lookups: the
 // stored ownerReference is all it has), suggest the rotation's name, nor know other
 // providers' kinds without a policy of their own.
-func celPolicy(m *managementCluster, version string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+func celPolicy(m *framework.ManagementCluster, version string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	var same []string
 	for _, path := range celComparedPaths(version) {
 		same = append(same, fmt.Sprintf("object.spec.?%s == oldObject.spec.?%s", strings.ReplaceAll(path, ".", ".?"), strings.ReplaceAll(path, ".", ".?")))
 	}
-	controllers := fmt.Sprintf("['%s', '%s']", m.capiManager, m.cabpk)
+	controllers := fmt.Sprintf("['%s', '%s']", m.CAPIManager, m.CABPK)
 	fail := admissionregistrationv1.Fail
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "kubeadmconfig-in-use-immutable"},

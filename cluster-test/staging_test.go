@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"golang.org/x/mod/modfile"
 )
 
@@ -25,9 +27,9 @@ func TestStagingReplacesFollowTheKubernetesTag(t *testing.T) {
 		t.Fatal("go.mod does not require k8s.io/kubernetes")
 	}
 	out, err := exec.Command("go", "mod", "download", "-json", "k8s.io/kubernetes@"+version).Output()
-	must(t, err)
+	framework.Must(t, err)
 	var download struct{ GoMod string }
-	must(t, json.Unmarshal(out, &download))
+	framework.Must(t, json.Unmarshal(out, &download))
 	theirs := parseModFile(t, download.GoMod)
 
 	staging := "v0." + strings.TrimPrefix(version, "v1.")
@@ -61,8 +63,8 @@ func TestStagingReplacesFollowTheKubernetesTag(t *testing.T) {
 func parseModFile(t *testing.T, path string) *modfile.File {
 	t.Helper()
 	data, err := os.ReadFile(path)
-	must(t, err)
+	framework.Must(t, err)
 	f, err := modfile.Parse(path, data, nil)
-	must(t, err)
+	framework.Must(t, err)
 	return f
 }

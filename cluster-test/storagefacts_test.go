@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/storagefacts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -80,7 +82,7 @@ func TestStorageFactsReleases(t *testing.T) {
 		}
 	}
 	data, err := os.ReadFile(storageFactsFile)
-	must(t, err)
+	framework.Must(t, err)
 	lines := map[string]bool{}
 	for i, l := range strings.Split(string(data), "\n") {
 		cols := strings.Fields(l)
@@ -105,8 +107,8 @@ func TestStorageFactsReleases(t *testing.T) {
 // own conversion (controller-runtime's webhook handler, as the CABPK manager serves it).
 func TestStorageFactsConversionData(t *testing.T) {
 	scheme := runtime.NewScheme()
-	must(t, bootstrapv1beta1.AddToScheme(scheme))
-	must(t, bootstrapv1.AddToScheme(scheme))
+	framework.Must(t, bootstrapv1beta1.AddToScheme(scheme))
+	framework.Must(t, bootstrapv1.AddToScheme(scheme))
 	handler := conversion.NewWebhookHandler(scheme)
 	spec := bootstrapv1.KubeadmConfigSpec{Files: []bootstrapv1.File{{Path: "/etc/motd", Content: "hello"}}}
 	meta := metav1.ObjectMeta{Name: "pool-a", Namespace: "default"}

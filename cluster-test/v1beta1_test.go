@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,15 +43,15 @@ func capiBinaries(t *testing.T, folder string) string {
 // the v1beta1 contract's label), the policy in front; Cluster c1 on the control plane that
 // controlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
 // build.sh's folder (etcd, kube-apiserver, kubectl).
-func startV1beta1Cluster(t *testing.T, a *artifacts, bin string, controlPlane func(m *managementCluster) (ref string)) *managementCluster {
+func startV1beta1Cluster(t *testing.T, a *framework.Artifacts, bin string, controlPlane func(m *framework.ManagementCluster) (ref string)) *framework.ManagementCluster {
 	t.Helper()
-	ca := newCA(t)
-	m := &managementCluster{a: a, ca: ca, personName: "jane@example.com"}
-	m.cp = startControlPlane(t, a, bin)
-	capiDir, capiVersion := pinnedModule(t, filepath.Join("capi", "v1.10"), "sigs.k8s.io/cluster-api")
+	ca := framework.NewCA(t)
+	m := &framework.ManagementCluster{Artifacts: a, CA: ca, PersonName: "jane@example.com"}
+	m.CP = framework.StartControlPlane(t, a, bin)
+	capiDir, capiVersion := framework.PinnedModule(t, filepath.Join("capi", "v1.10"), "sigs.k8s.io/cluster-api")
 	managers := capiBinaries(t, "v1.10")
-	m.cp.createAll(t, readObjects(t, readFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
-	infrastructure := readObjects(t, readFile(t, "testdata/infrastructure.yaml"))
+	m.CP.CreateAll(t, framework.ReadObjects(t, framework.ReadFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
+	infrastructure := framework.ReadObjects(t, framework.ReadFile(t, "testdata/infrastructure.yaml"))
 	var crds []string
 	for _, obj := range infrastructure {
 		if obj.GetKind() == "CustomResourceDefinition" {
@@ -60,31 +62,31 @@ func startV1beta1Cluster(t *testing.T, a *artifacts, bin string, controlPlane fu
 			crds = append(crds, obj.GetName())
 		}
 	}
-	m.cp.createAll(t, infrastructure)
-	waitEstablished(t, m.cp, append(crds, "providers.clusterctl.cluster.x-k8s.io"))
-	core := installProvider(t, a, m.cp, ca, managers, provider{
-		name: "capi-manager", kustomization: "config/default", module: capiDir, version: capiVersion,
-		inventory: inventory{name: "cluster-api", kind: "CoreProvider"},
+	m.CP.CreateAll(t, infrastructure)
+	framework.WaitEstablished(t, m.CP, append(crds, "providers.clusterctl.cluster.x-k8s.io"))
+	core := framework.InstallProvider(t, a, m.CP, ca, managers, framework.Provider{
+		Name: "capi-manager", Kustomization: "config/default", Module: capiDir, Version: capiVersion,
+		Inventory: framework.Inventory{Name: "cluster-api", Kind: "CoreProvider"},
 	})
-	kubeadm := installProvider(t, a, m.cp, ca, managers, provider{
-		name: "capi-kubeadm-bootstrap-manager", kustomization: "bootstrap/kubeadm/config/default", module: capiDir, version: capiVersion,
-		extraArgs: []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
-		inventory: inventory{name: "kubeadm", kind: "BootstrapProvider"},
+	kubeadm := framework.InstallProvider(t, a, m.CP, ca, managers, framework.Provider{
+		Name: "capi-kubeadm-bootstrap-manager", Kustomization: "bootstrap/kubeadm/config/default", Module: capiDir, Version: capiVersion,
+		ExtraArgs: []string{"--bootstrap-token-ttl=" + framework.TokenTTL.String()},
+		Inventory: framework.Inventory{Name: "kubeadm", Kind: "BootstrapProvider"},
 	})
-	m.capiManager = "system:serviceaccount:" + strings.ReplaceAll(core.serviceAccount, "/", ":")
-	m.cabpk = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.serviceAccount, "/", ":")
-	m.capiLog, m.cabpkLog = core.process.log, kubeadm.process.log
-	m.startPolicy(t, bin, nil)
+	m.CAPIManager = "system:serviceaccount:" + strings.ReplaceAll(core.ServiceAccount, "/", ":")
+	m.CABPK = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.ServiceAccount, "/", ":")
+	m.CAPILog, m.CABPKLog = core.Process.Log, kubeadm.Process.Log
+	m.StartPolicy(t, bin, nil)
 
-	m.createClusterSecrets(t)
+	m.CreateClusterSecrets(t)
 	controlPlaneRef := controlPlane(m)
-	m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+	m.CP.CreateAll(t, []*unstructured.Unstructured{framework.Object(t, fmt.Sprintf(`
 apiVersion: cluster.x-k8s.io/v1beta1
 kind: Cluster
 metadata: {name: %s, namespace: %s}
 spec:
   controlPlaneEndpoint: {host: %q, port: %d}
-  controlPlaneRef: %s`, clusterName, namespace, m.cp.host, m.cp.port, controlPlaneRef))})
+  controlPlaneRef: %s`, framework.ClusterName, framework.Namespace, m.CP.Host, m.CP.Port, controlPlaneRef))})
 	return m
 }
 
@@ -106,28 +108,28 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 	// Two configs with the zero values CAPI v1.10's defaulter prunes, stored before it
 	// could: era-person gets a person's write first, era-cabpk CABPK's.
 	configs := []string{"era-person", "era-cabpk"}
-	m.writeConfigs(t, "era.yaml", filepath.Join("testdata", "v1beta1", manifest), configs)
-	pools := m.pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
-	var template bootstrapTemplate
+	m.WriteConfigs(t, "era.yaml", filepath.Join("testdata", "v1beta1", manifest), configs)
+	pools := m.Pools(t, "bootstrap.cluster.x-k8s.io/v1beta1", "KubeadmConfig", configs...)
+	var template framework.BootstrapTemplate
 	if withTemplate {
-		template = m.writeTemplate(t, strings.ReplaceAll(string(readFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", "era"), "era")
+		template = m.WriteTemplate(t, strings.ReplaceAll(string(framework.ReadFile(t, filepath.Join("testdata", "v1beta1", manifest))), "NAME", "era"), "era")
 	}
-	restore := m.withoutDefaulter(t, "kubeadmconfigs", "kubeadmconfigtemplates")
+	restore := m.WithoutDefaulter(t, "kubeadmconfigs", "kubeadmconfigtemplates")
 	for _, file := range []string{"era.yaml", pools} {
-		if r := m.person.run(t, "apply", "-f", file); r.err != nil {
-			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.err, r.stderr)
+		if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
 		}
 	}
 	if withTemplate {
-		m.applyTemplate(t, template)
+		m.ApplyTemplate(t, template)
 	}
 	for _, name := range configs {
-		m.waitFor(t, kubeadmConfigV1beta1GVK, name, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
-			return controlledByPool(u, name)
+		m.WaitFor(t, kubeadmConfigV1beta1GVK, name, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
+			return framework.ControlledByPool(u, name)
 		})
 	}
-	stored := m.get(t, kubeadmConfigV1beta1GVK, "era-person")
-	t.Logf("era-person as stored before the defaulter:\n%s", specYAML(t, stored))
+	stored := m.Get(t, kubeadmConfigV1beta1GVK, "era-person")
+	t.Logf("era-person as stored before the defaulter:\n%s", framework.SpecYAML(t, stored))
 	for _, path := range zeroValues {
 		if _, found, _ := unstructured.NestedFieldNoCopy(stored.Object, path...); !found {
 			t.Fatalf("the stored config lacks the zero value %s the test wrote", strings.Join(path, "."))
@@ -137,10 +139,10 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 
 	step(t, "a person's metadata-only change is admitted, the defaulter pruning the zero values", func(t *testing.T) {
 		since := time.Now()
-		m.labelAsPerson(t, kubeadmConfigV1beta1GVK, "era-person", "era.yaml", "CAPI v1.10.10")
-		m.admittedWithoutWarning(t, "annotate", "kubeadmconfig", "era-person", "-n", namespace, "fleet.example.com/owner=platform")
-		after := m.get(t, kubeadmConfigV1beta1GVK, "era-person")
-		t.Logf("era-person after the person's label (the defaulter ran):\n%s", specYAML(t, after))
+		m.LabelAsPerson(t, kubeadmConfigV1beta1GVK, "era-person", "era.yaml", "CAPI v1.10.10")
+		m.AdmittedWithoutWarning(t, "annotate", "kubeadmconfig", "era-person", "-n", framework.Namespace, "fleet.example.com/owner=platform")
+		after := m.Get(t, kubeadmConfigV1beta1GVK, "era-person")
+		t.Logf("era-person after the person's label (the defaulter ran):\n%s", framework.SpecYAML(t, after))
 		for _, path := range zeroValues {
 			if _, found, _ := unstructured.NestedFieldNoCopy(after.Object, path...); found {
 				t.Errorf("the defaulter did not prune %s: the test shows nothing", strings.Join(path, "."))
@@ -149,7 +151,7 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 		if format, _, _ := unstructured.NestedString(after.Object, "spec", "format"); format != "cloud-config" {
 			t.Errorf("spec.format = %q, want the defaulter's cloud-config", format)
 		}
-		m.checkNotAnEdit(t, since, "kubeadmconfigs", "era-person")
+		m.CheckNotAnEdit(t, since, "kubeadmconfigs", "era-person")
 	})
 	if withTemplate {
 		templateSteps(t, m, template, "CAPI v1.10.10", [2]string{`max-pods: "110"`, `max-pods: "64"`},
@@ -157,15 +159,15 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 	}
 	step(t, "CABPK's first write and token rotations are admitted, none judged an edit", func(t *testing.T) {
 		since := time.Now()
-		m.markV1beta1Ready(t, controlPlane, map[string]any{"ready": true, "initialized": true}, configs...)
+		m.MarkV1beta1Ready(t, controlPlane, map[string]any{"ready": true, "initialized": true}, configs...)
 		tokens := map[string][]string{}
 		deadline := time.Now().Add(3 * time.Minute)
 		for len(tokens["era-cabpk"]) < 3 || len(tokens["era-person"]) < 3 {
 			if time.Now().After(deadline) {
-				t.Fatalf("tokens CABPK wrote in 3m: %v, want 3 each (log: %s)", tokens, m.cabpkLog)
+				t.Fatalf("tokens CABPK wrote in 3m: %v, want 3 each (log: %s)", tokens, m.CABPKLog)
 			}
 			for _, name := range configs {
-				token, _, _ := unstructured.NestedString(m.get(t, kubeadmConfigV1beta1GVK, name).Object, tokenPath...)
+				token, _, _ := unstructured.NestedString(m.Get(t, kubeadmConfigV1beta1GVK, name).Object, framework.TokenPath...)
 				if token != "" && !slices.Contains(tokens[name], token) {
 					tokens[name] = append(tokens[name], token)
 				}
@@ -175,8 +177,8 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 		t.Logf("tokens CABPK wrote: %v", tokens)
 		for _, name := range configs {
 			var cabpk int
-			for _, e := range m.checkNotAnEdit(t, since, "kubeadmconfigs", name) {
-				if e.User.Username == m.cabpk && e.resource() == "kubeadmconfigs" {
+			for _, e := range m.CheckNotAnEdit(t, since, "kubeadmconfigs", name) {
+				if e.User.Username == m.CABPK && e.Resource() == "kubeadmconfigs" {
 					cabpk++
 				}
 			}
@@ -184,27 +186,27 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 				t.Errorf("the audit log shows %d CABPK writes of %s, want at least 3", cabpk, name)
 			}
 		}
-		m.checkNoWarningsTo(t, m.cabpkLog)
-		m.checkControllersAdmitted(t, since)
-		m.checkControllersJudged(t, true)
+		m.CheckNoWarningsTo(t, m.CABPKLog)
+		m.CheckControllersAdmitted(t, since)
+		m.CheckControllersJudged(t, true)
 	})
 	step(t, "re-applying the manifests with their zero values is admitted without a warning", func(t *testing.T) {
 		since := time.Now()
-		m.admittedWithoutWarning(t, "apply", "-f", "era.yaml")
-		m.admittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "era.yaml")
-		m.checkPersonAdmitted(t, since)
+		m.AdmittedWithoutWarning(t, "apply", "-f", "era.yaml")
+		m.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", "era.yaml")
+		m.CheckPersonAdmitted(t, since)
 	})
 	step(t, "a person's real edit is refused, naming the field", func(t *testing.T) {
-		edited := strings.Replace(string(readFile(t, a.path("era.yaml"))), `max-pods: "110"`, `max-pods: "64"`, 1)
-		must(t, os.WriteFile(a.path("era-edited.yaml"), []byte(edited), 0o644))
-		r := m.person.run(t, "apply", "-f", "era-edited.yaml")
+		edited := strings.Replace(string(framework.ReadFile(t, a.Path("era.yaml"))), `max-pods: "110"`, `max-pods: "64"`, 1)
+		framework.Must(t, os.WriteFile(a.Path("era-edited.yaml"), []byte(edited), 0o644))
+		r := m.Person.Run(t, "apply", "-f", "era-edited.yaml")
 		for _, want := range []string{
-			fmt.Sprintf("admission webhook %q denied the request", m.webhookName()),
+			fmt.Sprintf("admission webhook %q denied the request", m.WebhookName()),
 			"spec.joinConfiguration.nodeRegistration.kubeletExtraArgs.max-pods: Forbidden: changed",
 			"The config is in use by MachinePool fleet/era-person",
 		} {
-			if r.err == nil || !strings.Contains(r.stderr, want) {
-				t.Errorf("want a refusal with %q: %v\n%s", want, r.err, r.stderr)
+			if r.Err == nil || !strings.Contains(r.Stderr, want) {
+				t.Errorf("want a refusal with %q: %v\n%s", want, r.Err, r.Stderr)
 			}
 		}
 	})
@@ -212,40 +214,40 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 		// CAPI v1.10 stores v1beta1: nothing is converted, the field is stored and rendered
 		// into the join of new nodes only. (On v1beta2 storage the same apply is admitted with a
 		// no-effect warning: TestCluster's v1beta1 step.)
-		edited := strings.Replace(string(readFile(t, a.path("era.yaml"))), "useExperimentalRetryJoin: false", "useExperimentalRetryJoin: true", 1)
-		must(t, os.WriteFile(a.path("era-retry-join.yaml"), []byte(edited), 0o644))
-		r := m.person.run(t, "apply", "-f", "era-retry-join.yaml")
-		if want := "[spec.useExperimentalRetryJoin: Forbidden: added]"; r.err == nil || !strings.Contains(r.stderr, want) {
-			t.Errorf("want a refusal naming only %q: %v\n%s", want, r.err, r.stderr)
+		edited := strings.Replace(string(framework.ReadFile(t, a.Path("era.yaml"))), "useExperimentalRetryJoin: false", "useExperimentalRetryJoin: true", 1)
+		framework.Must(t, os.WriteFile(a.Path("era-retry-join.yaml"), []byte(edited), 0o644))
+		r := m.Person.Run(t, "apply", "-f", "era-retry-join.yaml")
+		if want := "[spec.useExperimentalRetryJoin: Forbidden: added]"; r.Err == nil || !strings.Contains(r.Stderr, want) {
+			t.Errorf("want a refusal naming only %q: %v\n%s", want, r.Err, r.Stderr)
 		}
 	})
 	step(t, "no controller write was refused by the policy in the whole run", func(t *testing.T) {
-		m.checkControllersAdmitted(t, time.Time{})
-		m.checkControllersJudged(t, true)
+		m.CheckControllersAdmitted(t, time.Time{})
+		m.CheckControllersJudged(t, true)
 	})
 }
 
 // testArtifacts is newArtifacts' folder for this test alone, <artifacts>/<test name>: `make
 // cluster-test` runs it after TestCluster, whose logs stay in <artifacts>.
-func testArtifacts(t *testing.T) *artifacts {
+func testArtifacts(t *testing.T) *framework.Artifacts {
 	t.Helper()
 	base := os.Getenv("CLUSTER_TEST_ARTIFACTS")
 	if base == "" {
 		base = filepath.Join("..", "target", "cluster-test")
 	}
 	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
-	return newArtifacts(t)
+	return framework.NewArtifacts(t)
 }
 
 // testControlPlane creates the test's own control plane for Cluster c1.
-func testControlPlane(t *testing.T) func(m *managementCluster) string {
-	return func(m *managementCluster) string {
-		m.cp.createAll(t, []*unstructured.Unstructured{object(t, fmt.Sprintf(`
+func testControlPlane(t *testing.T) func(m *framework.ManagementCluster) string {
+	return func(m *framework.ManagementCluster) string {
+		m.CP.CreateAll(t, []*unstructured.Unstructured{framework.Object(t, fmt.Sprintf(`
 apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
 kind: TestControlPlane
 metadata: {name: %s, namespace: %s}
-spec: {version: v1.34.3}`, clusterName, namespace))})
-		return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", clusterName)
+spec: {version: v1.34.3}`, framework.ClusterName, framework.Namespace))})
+		return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", framework.ClusterName)
 	}
 }
 

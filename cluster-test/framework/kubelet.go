@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"context"
@@ -57,9 +57,9 @@ import (
 //     period) and the Pod deleted for good (grace period 0), as the kubelet confirms a deletion.
 //
 // It never answers an admission request: the processes it runs do.
-type node struct {
+type Node struct {
 	root      *testing.T
-	a         *artifacts
+	a         *Artifacts
 	cp        *controlPlane
 	name      string
 	namespace string
@@ -85,7 +85,7 @@ type runningPod struct {
 	container     corev1.Container
 	bin           string
 	args, env     []string
-	process       *process
+	process       *Process
 	restarts      int32
 	ready         bool
 	started       metav1.Time
@@ -115,15 +115,15 @@ var podListenFlags = map[string]func(ip string) (args, env []string){
 
 // startNode registers the node and runs the Pods of namespace it has binaries for, until the
 // test ends.
-func startNode(t *testing.T, a *artifacts, cp *controlPlane, namespace string, binaries map[string]string) *node {
+func StartNode(t *testing.T, a *Artifacts, cp *controlPlane, namespace string, binaries map[string]string) *Node {
 	t.Helper()
 	network := os.Getenv("CLUSTER_TEST_POD_NETWORK")
 	if network == "" {
 		t.Fatal("CLUSTER_TEST_POD_NETWORK is not set: run.sh gives the test's network namespace the Pods' addresses (run the test with run.sh)")
 	}
 	prefix, err := netip.ParsePrefix(network)
-	must(t, err)
-	n := &node{
+	Must(t, err)
+	n := &Node{
 		root: t, a: a, cp: cp, name: "cluster-test-node", namespace: namespace, binaries: binaries,
 		network: prefix.Masked(), log: a.create(t, "node.log"),
 		pods: map[types.UID]*runningPod{}, services: map[string]*serviceProxy{}, done: make(chan struct{}),
@@ -150,12 +150,12 @@ func startNode(t *testing.T, a *artifacts, cp *controlPlane, namespace string, b
 	return n
 }
 
-func (n *node) logf(format string, args ...any) {
+func (n *Node) logf(format string, args ...any) {
 	fmt.Fprintf(n.log, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
 }
 
 // register creates the Node, Ready, and its Lease, as a kubelet registers itself.
-func (n *node) register(t *testing.T) {
+func (n *Node) register(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{
@@ -164,8 +164,8 @@ func (n *node) register(t *testing.T) {
 		}},
 		Spec: corev1.NodeSpec{PodCIDR: n.network.String(), PodCIDRs: []string{n.network.String()}},
 	}
-	created, err := n.cp.clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	must(t, err)
+	created, err := n.cp.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	Must(t, err)
 	now := metav1.Now()
 	created.Status = corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{
@@ -177,19 +177,19 @@ func (n *node) register(t *testing.T) {
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.34.3"},
 	}
 	created.Status.Allocatable = created.Status.Capacity
-	_, err = n.cp.clientset.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	must(t, err)
-	_, err = n.cp.clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+	_, err = n.cp.Clientset.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	Must(t, err)
+	_, err = n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: pointer(n.name), LeaseDurationSeconds: pointer[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
 		},
 	}, metav1.CreateOptions{})
-	must(t, err)
+	Must(t, err)
 }
 
 // run is the node's loop: the Lease renewed every 10 s, the Pods synced every 250 ms.
-func (n *node) run() {
+func (n *Node) run() {
 	defer n.wg.Done()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -214,8 +214,8 @@ func (n *node) run() {
 	}
 }
 
-func (n *node) renewLease(ctx context.Context) error {
-	leases := n.cp.clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+func (n *Node) renewLease(ctx context.Context) error {
+	leases := n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	lease, err := leases.Get(ctx, n.name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -236,15 +236,15 @@ func image(ref string) string {
 }
 
 // ours: the binary for a Pod's single container, or "".
-func (n *node) ours(pod *corev1.Pod) string {
+func (n *Node) ours(pod *corev1.Pod) string {
 	if len(pod.Spec.Containers) != 1 || len(pod.Spec.InitContainers) > 0 {
 		return ""
 	}
 	return n.binaries[image(pod.Spec.Containers[0].Image)]
 }
 
-func (n *node) sync(ctx context.Context) error {
-	pods, err := n.cp.clientset.CoreV1().Pods(n.namespace).List(ctx, metav1.ListOptions{})
+func (n *Node) sync(ctx context.Context) error {
+	pods, err := n.cp.Clientset.CoreV1().Pods(n.namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -293,8 +293,8 @@ func (n *node) sync(ctx context.Context) error {
 }
 
 // bind is the scheduler's part: the Pod goes to the node.
-func (n *node) bind(ctx context.Context, pod *corev1.Pod) {
-	err := n.cp.clientset.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+func (n *Node) bind(ctx context.Context, pod *corev1.Pod) {
+	err := n.cp.Clientset.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: n.name},
 	}, metav1.CreateOptions{})
@@ -306,7 +306,7 @@ func (n *node) bind(ctx context.Context, pod *corev1.Pod) {
 }
 
 // start prepares the Pod's folder, volumes and env and starts its container's process.
-func (n *node) start(ctx context.Context, pod *corev1.Pod, bin string) (*runningPod, error) {
+func (n *Node) start(ctx context.Context, pod *corev1.Pod, bin string) (*runningPod, error) {
 	ip, err := n.allocateIP()
 	if err != nil {
 		return nil, err
@@ -314,7 +314,7 @@ func (n *node) start(ctx context.Context, pod *corev1.Pod, bin string) (*running
 	c := pod.Spec.Containers[0]
 	p := &runningPod{
 		name: pod.Name, uid: pod.UID, ip: ip.String(), container: c, bin: bin,
-		dir: n.a.path(filepath.Join("pods", pod.Name)), started: metav1.Now(), restartPolicy: pod.Spec.RestartPolicy,
+		dir: n.a.Path(filepath.Join("pods", pod.Name)), started: metav1.Now(), restartPolicy: pod.Spec.RestartPolicy,
 	}
 	for _, sub := range []string{"tmp", "home"} {
 		if err := os.MkdirAll(filepath.Join(p.dir, sub), 0o755); err != nil {
@@ -373,12 +373,12 @@ func (n *node) start(ctx context.Context, pod *corev1.Pod, bin string) (*running
 }
 
 // run1 starts (or restarts) the Pod's process, its log in pod-<name>[-<restart>].log.
-func (n *node) run1(p *runningPod) error {
+func (n *Node) run1(p *runningPod) error {
 	name := "pod-" + p.name
 	if p.restarts > 0 {
 		name = fmt.Sprintf("%s-%d", name, p.restarts)
 	}
-	logFile, err := os.Create(n.a.path(name + ".log"))
+	logFile, err := os.Create(n.a.Path(name + ".log"))
 	if err != nil {
 		return err
 	}
@@ -394,14 +394,14 @@ func (n *node) run1(p *runningPod) error {
 		logFile.Close()
 		return err
 	}
-	proc := &process{name: name, cmd: cmd, done: make(chan struct{}), log: n.a.path(name + ".log")}
+	proc := &Process{name: name, Cmd: cmd, done: make(chan struct{}), Log: n.a.Path(name + ".log")}
 	go func() { _ = cmd.Wait(); logFile.Close(); close(proc.done) }()
 	p.process = proc
 	n.logf("started pod %s (IP %s): %s %s", p.name, p.ip, p.bin, strings.Join(p.args, " "))
 	return nil
 }
 
-func (n *node) allocateIP() (netip.Addr, error) {
+func (n *Node) allocateIP() (netip.Addr, error) {
 	ip := n.nextIP
 	if !n.network.Contains(ip) {
 		return netip.Addr{}, fmt.Errorf("no address left in %s", n.network)
@@ -411,13 +411,13 @@ func (n *node) allocateIP() (netip.Addr, error) {
 }
 
 // check restarts an exited process and keeps the Pod's Ready condition as the probe answers.
-func (n *node) check(ctx context.Context, pod *corev1.Pod, p *runningPod) {
+func (n *Node) check(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 	if p.finished {
 		return
 	}
 	if p.process.exited() && !p.restarted() {
 		p.finished, p.ready = true, false
-		n.logf("pod %s: process exited (%v), restartPolicy %s: not restarted", p.name, p.process.cmd.ProcessState, p.restartPolicy)
+		n.logf("pod %s: process exited (%v), restartPolicy %s: not restarted", p.name, p.process.Cmd.ProcessState, p.restartPolicy)
 		n.updateStatus(ctx, pod, p)
 		return
 	}
@@ -430,7 +430,7 @@ func (n *node) check(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 		backoff := min(time.Second<<min(p.restarts, 5), 30*time.Second)
 		if p.exitedAt.IsZero() {
 			p.exitedAt = time.Now()
-			n.logf("pod %s: process exited (%v), restarting in %s", p.name, p.process.cmd.ProcessState, backoff)
+			n.logf("pod %s: process exited (%v), restarting in %s", p.name, p.process.Cmd.ProcessState, backoff)
 		}
 		if time.Since(p.exitedAt) < backoff {
 			return
@@ -456,13 +456,13 @@ func (p *runningPod) restarted() bool {
 	case corev1.RestartPolicyNever:
 		return false
 	case corev1.RestartPolicyOnFailure:
-		return p.process.cmd.ProcessState.ExitCode() != 0
+		return p.process.Cmd.ProcessState.ExitCode() != 0
 	}
 	return true
 }
 
 // probe runs the container's readinessProbe (httpGet), as the kubelet does; none: ready.
-func (n *node) probe(p *runningPod) bool {
+func (n *Node) probe(p *runningPod) bool {
 	probe := p.container.ReadinessProbe
 	if probe == nil || probe.HTTPGet == nil {
 		return true
@@ -501,7 +501,7 @@ func podReady(pod *corev1.Pod) bool {
 }
 
 // updateStatus writes the Pod's status as the kubelet reports it.
-func (n *node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod) {
+func (n *Node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 	status := corev1.ConditionFalse
 	if p.ready {
 		status = corev1.ConditionTrue
@@ -519,7 +519,7 @@ func (n *node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod)
 	updated.Status.Phase = corev1.PodRunning
 	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: p.started}}
 	if p.finished {
-		code := int32(p.process.cmd.ProcessState.ExitCode())
+		code := int32(p.process.Cmd.ProcessState.ExitCode())
 		reason := "Completed"
 		updated.Status.Phase = corev1.PodSucceeded
 		if code != 0 {
@@ -543,7 +543,7 @@ func (n *node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod)
 		Name: p.container.Name, Image: p.container.Image, ImageID: p.container.Image, Ready: p.ready,
 		Started: pointer(!p.finished), RestartCount: p.restarts, State: state,
 	}}
-	if _, err := n.cp.clientset.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := n.cp.Clientset.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		n.logf("update status of pod %s: %v", pod.Name, err)
 		return
 	}
@@ -551,13 +551,13 @@ func (n *node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod)
 }
 
 // terminate stops a deleted Pod's process within its grace period and deletes the Pod for good.
-func (n *node) terminate(ctx context.Context, pod *corev1.Pod, p *runningPod) {
+func (n *Node) terminate(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 	if p != nil {
 		n.logf("pod %s deleted: stopping its process", pod.Name)
 		p.process.stop()
 		delete(n.pods, pod.UID)
 	}
-	err := n.cp.clientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+	err := n.cp.Clientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: pointer[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -566,7 +566,7 @@ func (n *node) terminate(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 }
 
 // envValue is an env var's value in the Pod: an absolute path rewritten into the Pod's folder.
-func (n *node) envValue(pod *corev1.Pod, p *runningPod, e corev1.EnvVar) (string, error) {
+func (n *Node) envValue(pod *corev1.Pod, p *runningPod, e corev1.EnvVar) (string, error) {
 	if e.ValueFrom == nil {
 		if strings.HasPrefix(e.Value, "/") {
 			return filepath.Join(p.dir, e.Value), nil
@@ -601,8 +601,8 @@ type serviceProxy struct {
 }
 
 // writeHosts writes the Pod's hosts file, starting a proxy for each Service not proxied yet.
-func (n *node) writeHosts(ctx context.Context, pod *corev1.Pod, p *runningPod) (string, error) {
-	services, err := n.cp.clientset.CoreV1().Services(pod.Namespace).List(ctx, metav1.ListOptions{})
+func (n *Node) writeHosts(ctx context.Context, pod *corev1.Pod, p *runningPod) (string, error) {
+	services, err := n.cp.Clientset.CoreV1().Services(pod.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
@@ -622,7 +622,7 @@ func (n *node) writeHosts(ctx context.Context, pod *corev1.Pod, p *runningPod) (
 	return file, os.WriteFile(file, []byte(hosts), 0o644)
 }
 
-func (n *node) proxyService(svc corev1.Service) (*serviceProxy, error) {
+func (n *Node) proxyService(svc corev1.Service) (*serviceProxy, error) {
 	ip, err := n.allocateIP()
 	if err != nil {
 		return nil, err
@@ -641,7 +641,7 @@ func (n *node) proxyService(svc corev1.Service) (*serviceProxy, error) {
 }
 
 // forward accepts the connections to a Service's port and copies each to a ready endpoint.
-func (n *node) forward(l net.Listener, namespace, service, portName string) {
+func (n *Node) forward(l net.Listener, namespace, service, portName string) {
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -667,8 +667,8 @@ func (n *node) forward(l net.Listener, namespace, service, portName string) {
 }
 
 // endpoint is a ready address and port of the Service's EndpointSlices for the port's name.
-func (n *node) endpoint(namespace, service, portName string) (string, error) {
-	list, err := n.cp.clientset.DiscoveryV1().EndpointSlices(namespace).List(context.Background(),
+func (n *Node) endpoint(namespace, service, portName string) (string, error) {
+	list, err := n.cp.Clientset.DiscoveryV1().EndpointSlices(namespace).List(context.Background(),
 		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	if err != nil {
 		return "", err
@@ -694,7 +694,7 @@ func (n *node) endpoint(namespace, service, portName string) (string, error) {
 
 // writeVolumes writes each volume the container mounts at its mountPath under dir; it returns
 // the projected service-account token, if the Pod has one.
-func (n *node) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container, dir string) (token string, err error) {
+func (n *Node) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Container, dir string) (token string, err error) {
 	for _, mount := range c.VolumeMounts {
 		i := slices.IndexFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == mount.Name })
 		if i < 0 {
@@ -712,7 +712,7 @@ func (n *node) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 		switch {
 		case v.EmptyDir != nil:
 		case v.Secret != nil:
-			secret, err := n.cp.clientset.CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
+			secret, err := n.cp.Clientset.CoreV1().Secrets(pod.Namespace).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
 			if err != nil {
 				return "", fmt.Errorf("volume %s: %w", v.Name, err)
 			}
@@ -776,8 +776,8 @@ func (n *node) writeVolumes(ctx context.Context, pod *corev1.Pod, c corev1.Conta
 	return token, nil
 }
 
-func (n *node) configMapData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-	cm, err := n.cp.clientset.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+func (n *Node) configMapData(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	cm, err := n.cp.Clientset.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -811,7 +811,7 @@ func keysToPaths(data map[string][]byte, items []corev1.KeyToPath) (map[string][
 }
 
 // podToken is a token of the Pod's ServiceAccount bound to the Pod, as the kubelet requests it.
-func (n *node) podToken(ctx context.Context, pod *corev1.Pod, projection *corev1.ServiceAccountTokenProjection) (string, error) {
+func (n *Node) podToken(ctx context.Context, pod *corev1.Pod, projection *corev1.ServiceAccountTokenProjection) (string, error) {
 	expiration := int64((12 * time.Hour).Seconds())
 	spec := authenticationv1.TokenRequestSpec{
 		ExpirationSeconds: &expiration,
@@ -824,7 +824,7 @@ func (n *node) podToken(ctx context.Context, pod *corev1.Pod, projection *corev1
 	if sa == "" {
 		sa = "default"
 	}
-	token, err := n.cp.clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	token, err := n.cp.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("TokenRequest for serviceaccount %s/%s bound to pod %s: %w", pod.Namespace, sa, pod.Name, err)
 	}

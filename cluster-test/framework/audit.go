@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"bufio"
@@ -13,7 +13,7 @@ import (
 )
 
 // auditEvent is what the test reads of the API server's audit log (audit.k8s.io/v1 Event).
-type auditEvent struct {
+type AuditEvent struct {
 	AuditID string `json:"auditID"`
 	Stage   string `json:"stage"`
 	Verb    string `json:"verb"`
@@ -38,9 +38,9 @@ type auditEvent struct {
 }
 
 // took is how long the API server took to answer the request.
-func (e auditEvent) took() time.Duration { return e.StageTimestamp.Sub(e.RequestReceivedTimestamp) }
+func (e AuditEvent) Took() time.Duration { return e.StageTimestamp.Sub(e.RequestReceivedTimestamp) }
 
-func (e auditEvent) resource() string {
+func (e AuditEvent) Resource() string {
 	if e.ObjectRef == nil {
 		return ""
 	}
@@ -51,14 +51,14 @@ func (e auditEvent) resource() string {
 	return r
 }
 
-func (e auditEvent) code() int {
+func (e AuditEvent) Code() int {
 	if e.ResponseStatus == nil {
 		return 0
 	}
 	return e.ResponseStatus.Code
 }
 
-func (e auditEvent) String() string {
+func (e AuditEvent) String() string {
 	name := ""
 	if e.ObjectRef != nil {
 		name = e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
@@ -67,11 +67,11 @@ func (e auditEvent) String() string {
 	if e.ResponseStatus != nil {
 		message = e.ResponseStatus.Message
 	}
-	return fmt.Sprintf("%s %s %s %s -> %d %s", e.User.Username, e.Verb, e.resource(), name, e.code(), message)
+	return fmt.Sprintf("%s %s %s %s -> %d %s", e.User.Username, e.Verb, e.Resource(), name, e.Code(), message)
 }
 
 // isWrite: the verbs an admission webhook sees.
-func (e auditEvent) isWrite() bool {
+func (e AuditEvent) IsWrite() bool {
 	switch e.Verb {
 	case "create", "update", "patch", "delete":
 		return true
@@ -84,22 +84,22 @@ func (e auditEvent) isWrite() bool {
 func auditFiles(t *testing.T, path string) []string {
 	t.Helper()
 	rotated, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
-	must(t, err)
+	Must(t, err)
 	sort.Strings(rotated) // audit-<UTC time>.log
 	return append(rotated, path)
 }
 
 // readAudit reads the completed requests of one audit log file, oldest first.
-func readAudit(t *testing.T, path string) []auditEvent {
+func readAudit(t *testing.T, path string) []AuditEvent {
 	t.Helper()
 	f, err := os.Open(path)
-	must(t, err)
+	Must(t, err)
 	defer f.Close()
-	var events []auditEvent
+	var events []AuditEvent
 	scanner := bufio.NewScanner(f)
 	scanner.Buffer(make([]byte, 1<<20), 64<<20)
 	for scanner.Scan() {
-		var e auditEvent
+		var e AuditEvent
 		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
 			t.Fatalf("audit log %s: %v", path, err)
 		}
@@ -107,14 +107,14 @@ func readAudit(t *testing.T, path string) []auditEvent {
 			events = append(events, e)
 		}
 	}
-	must(t, scanner.Err())
+	Must(t, scanner.Err())
 	return events
 }
 
 // deniedBy: the events the webhook named refused (the API server's message for a webhook's
 // refusal starts `admission webhook "<name>" denied the request`).
-func deniedBy(events []auditEvent, webhook string) []auditEvent {
-	var denied []auditEvent
+func DeniedBy(events []AuditEvent, webhook string) []AuditEvent {
+	var denied []AuditEvent
 	for _, e := range events {
 		if e.ResponseStatus != nil && strings.Contains(e.ResponseStatus.Message, fmt.Sprintf("admission webhook %q denied the request", webhook)) {
 			denied = append(denied, e)
@@ -125,8 +125,8 @@ func deniedBy(events []auditEvent, webhook string) []auditEvent {
 
 // failedOpen: the events the API server admitted without the webhook's answer
 // (failurePolicy Ignore): it annotates them failed-open.validating.webhook.admission.k8s.io/*.
-func failedOpen(events []auditEvent, webhook string) []auditEvent {
-	var out []auditEvent
+func FailedOpen(events []AuditEvent, webhook string) []AuditEvent {
+	var out []AuditEvent
 	for _, e := range events {
 		for k, v := range e.Annotations {
 			if strings.HasPrefix(k, "failed-open.validating.webhook.admission.k8s.io/") && v == webhook {
@@ -139,21 +139,21 @@ func failedOpen(events []auditEvent, webhook string) []auditEvent {
 }
 
 // summarize prints the writes by user, verb and resource, with how many succeeded.
-func summarize(t *testing.T, title string, events []auditEvent) {
+func Summarize(t *testing.T, title string, events []AuditEvent) {
 	t.Helper()
 	type key struct{ user, verb, resource string }
 	type count struct{ all, ok int }
 	counts := map[key]*count{}
 	for _, e := range events {
-		if !e.isWrite() {
+		if !e.IsWrite() {
 			continue
 		}
-		k := key{e.User.Username, e.Verb, e.resource()}
+		k := key{e.User.Username, e.Verb, e.Resource()}
 		if counts[k] == nil {
 			counts[k] = &count{}
 		}
 		counts[k].all++
-		if e.code() < 300 {
+		if e.Code() < 300 {
 			counts[k].ok++
 		}
 	}
@@ -182,18 +182,18 @@ func summarize(t *testing.T, title string, events []auditEvent) {
 
 // verdict is one line `policy-host serve` logs per request it judged.
 type verdict struct {
-	user, kind, operation string
-	allowed               bool
-	warnings              int
+	User, Kind, Operation string
+	Allowed               bool
+	Warnings              int
 }
 
 // readVerdicts reads the validation lines of policy-host serve's logs (the real
 // policy-server logs in its own format: then there are none, and ok is false).
-func readVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
+func ReadVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
 	t.Helper()
 	for _, log := range logs {
 		data, err := os.ReadFile(log)
-		must(t, err)
+		Must(t, err)
 		for _, line := range strings.Split(string(data), "\n") {
 			_, fields, found := strings.Cut(line, "policy-host serve: validation ")
 			if !found {
@@ -206,15 +206,15 @@ func readVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
 				key, value, _ := strings.Cut(field, "=")
 				switch key {
 				case "user":
-					v.user = value
+					v.User = value
 				case "kind":
-					v.kind = value
+					v.Kind = value
 				case "operation":
-					v.operation = value
+					v.Operation = value
 				case "allowed":
-					v.allowed = value == "true"
+					v.Allowed = value == "true"
 				case "warnings":
-					fmt.Sscan(value, &v.warnings)
+					fmt.Sscan(value, &v.Warnings)
 				}
 			}
 			verdicts = append(verdicts, v)
@@ -231,16 +231,16 @@ func summarizeVerdicts(t *testing.T, verdicts []verdict) {
 	counts := map[key]*count{}
 	var keys []key
 	for _, v := range verdicts {
-		k := key{v.user, v.kind, v.operation}
+		k := key{v.User, v.Kind, v.Operation}
 		if counts[k] == nil {
 			counts[k] = &count{}
 			keys = append(keys, k)
 		}
 		counts[k].all++
-		if v.allowed {
+		if v.Allowed {
 			counts[k].allowed++
 		}
-		if v.warnings > 0 {
+		if v.Warnings > 0 {
 			counts[k].warned++
 		}
 	}
@@ -257,18 +257,18 @@ func summarizeVerdicts(t *testing.T, verdicts []verdict) {
 	t.Log(b.String())
 }
 
-func (m *managementCluster) webhookName() string {
-	return m.policy.policyID() + ".kubewarden.admission"
+func (m *ManagementCluster) WebhookName() string {
+	return m.Policy.PolicyID() + ".kubewarden.admission"
 }
 
 // checkControllersAdmitted: no write of a controller identity since the time was refused by
 // the policy; the writes are printed by user, verb and resource.
-func (m *managementCluster) checkControllersAdmitted(t *testing.T, since time.Time) {
+func (m *ManagementCluster) CheckControllersAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
-	events := m.eventsSince(t, since)
-	summarize(t, t.Name(), events)
-	for _, e := range deniedBy(events, m.webhookName()) {
-		if e.User.Username == m.capiManager || e.User.Username == m.cabpk {
+	events := m.EventsSince(t, since)
+	Summarize(t, t.Name(), events)
+	for _, e := range DeniedBy(events, m.WebhookName()) {
+		if e.User.Username == m.CAPIManager || e.User.Username == m.CABPK {
 			t.Errorf("the policy refused CAPI's own write: %s", e)
 		}
 	}
@@ -276,9 +276,9 @@ func (m *managementCluster) checkControllersAdmitted(t *testing.T, since time.Ti
 
 // checkControllersJudged: the policy server saw the controllers' requests, allowed every one
 // and warned none (from policy-host serve's log; the real policy-server's log is not read).
-func (m *managementCluster) checkControllersJudged(t *testing.T, wantSeen bool) {
+func (m *ManagementCluster) CheckControllersJudged(t *testing.T, wantSeen bool) {
 	t.Helper()
-	verdicts, ok := readVerdicts(t, m.policyServerLogs(t))
+	verdicts, ok := ReadVerdicts(t, m.PolicyServerLogs(t))
 	if !ok {
 		t.Log("the policy server's log is not policy-host's: what it judged is read from the audit log only")
 		return
@@ -286,12 +286,12 @@ func (m *managementCluster) checkControllersJudged(t *testing.T, wantSeen bool) 
 	summarizeVerdicts(t, verdicts)
 	seen := 0
 	for _, v := range verdicts {
-		if v.user != m.capiManager && v.user != m.cabpk {
+		if v.User != m.CAPIManager && v.User != m.CABPK {
 			continue
 		}
 		seen++
-		if !v.allowed || v.warnings > 0 {
-			t.Errorf("the policy judged a controller's %s of a %s: allowed=%t, %d warnings", v.operation, v.kind, v.allowed, v.warnings)
+		if !v.Allowed || v.Warnings > 0 {
+			t.Errorf("the policy judged a controller's %s of a %s: allowed=%t, %d warnings", v.Operation, v.Kind, v.Allowed, v.Warnings)
 		}
 	}
 	if wantSeen && seen == 0 {
@@ -301,7 +301,7 @@ func (m *managementCluster) checkControllersJudged(t *testing.T, wantSeen bool) 
 
 // checkPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
 // those the policy refused on purpose (their message names the in-place edit).
-func (m *managementCluster) checkPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
+func (m *ManagementCluster) CheckPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
 	t.Helper()
 	for _, e := range m.personRefusals(t, since) {
 		if !strings.Contains(e.ResponseStatus.Message, "Forbidden: changed") {
@@ -310,7 +310,7 @@ func (m *managementCluster) checkPersonAdmittedExceptEdits(t *testing.T, since t
 	}
 }
 
-func (m *managementCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
+func (m *ManagementCluster) CheckPersonAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
 	for _, e := range m.personRefusals(t, since) {
 		t.Errorf("the person's write was refused: %s", e)
@@ -318,11 +318,11 @@ func (m *managementCluster) checkPersonAdmitted(t *testing.T, since time.Time) {
 }
 
 // personRefusals: the person's writes since the time that were not admitted.
-func (m *managementCluster) personRefusals(t *testing.T, since time.Time) []auditEvent {
+func (m *ManagementCluster) personRefusals(t *testing.T, since time.Time) []AuditEvent {
 	t.Helper()
-	var refused []auditEvent
-	for _, e := range m.eventsSince(t, since) {
-		if e.User.Username == m.personName && e.isWrite() && e.code() >= 300 {
+	var refused []AuditEvent
+	for _, e := range m.EventsSince(t, since) {
+		if e.User.Username == m.PersonName && e.IsWrite() && e.Code() >= 300 {
 			refused = append(refused, e)
 		}
 	}
@@ -331,9 +331,9 @@ func (m *managementCluster) personRefusals(t *testing.T, since time.Time) []audi
 
 // checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
 // manager (KubeAPIWarningLogger); none may come from the policy.
-func (m *managementCluster) checkNoWarningsTo(t *testing.T, log string) {
+func (m *ManagementCluster) CheckNoWarningsTo(t *testing.T, log string) {
 	t.Helper()
-	data := readFile(t, log)
+	data := ReadFile(t, log)
 	for _, line := range strings.Split(string(data), "\n") {
 		if strings.Contains(line, "KubeAPIWarningLogger") && (strings.Contains(line, "configRef") || strings.Contains(line, "in place") || strings.Contains(line, "rotated out")) {
 			t.Errorf("the manager got a warning from the policy: %s", line)
@@ -341,10 +341,10 @@ func (m *managementCluster) checkNoWarningsTo(t *testing.T, log string) {
 	}
 }
 
-func (m *managementCluster) eventsSince(t *testing.T, since time.Time) []auditEvent {
+func (m *ManagementCluster) EventsSince(t *testing.T, since time.Time) []AuditEvent {
 	t.Helper()
-	var out []auditEvent
-	for _, file := range auditFiles(t, m.cp.auditLog) {
+	var out []AuditEvent
+	for _, file := range auditFiles(t, m.CP.auditLog) {
 		for _, e := range readAudit(t, file) {
 			if !e.RequestReceivedTimestamp.Before(since) {
 				out = append(out, e)
@@ -356,30 +356,30 @@ func (m *managementCluster) eventsSince(t *testing.T, since time.Time) []auditEv
 
 // admittedWithoutWarning runs a person's kubectl command that must be admitted with no
 // warning of the policy (the API server's own deprecation warnings aside).
-func (m *managementCluster) admittedWithoutWarning(t *testing.T, args ...string) {
+func (m *ManagementCluster) AdmittedWithoutWarning(t *testing.T, args ...string) {
 	t.Helper()
-	r := m.person.run(t, args...)
-	if r.err != nil {
-		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.err, r.stderr)
+	r := m.Person.Run(t, args...)
+	if r.Err != nil {
+		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 	}
-	if w := policyWarnings(r.stderr); len(w) > 0 {
+	if w := PolicyWarnings(r.Stderr); len(w) > 0 {
 		t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
 	}
 }
 
-func (m *managementCluster) policyServerLogs(t *testing.T) []string {
+func (m *ManagementCluster) PolicyServerLogs(t *testing.T) []string {
 	t.Helper()
-	logs, err := filepath.Glob(m.a.path("policy-server-*.log"))
-	must(t, err)
+	logs, err := filepath.Glob(m.Artifacts.Path("policy-server-*.log"))
+	Must(t, err)
 	return logs
 }
 
 // verdictsOn: the lines of policy-host serve's log about the object named.
-func (m *managementCluster) verdictsOn(t *testing.T, name string) string {
+func (m *ManagementCluster) verdictsOn(t *testing.T, name string) string {
 	t.Helper()
 	var lines []string
-	for _, log := range m.policyServerLogs(t) {
-		for _, line := range strings.Split(string(readFile(t, log)), "\n") {
+	for _, log := range m.PolicyServerLogs(t) {
+		for _, line := range strings.Split(string(ReadFile(t, log)), "\n") {
 			if strings.Contains(line, " name="+name+" ") {
 				lines = append(lines, line)
 			}
@@ -391,20 +391,20 @@ func (m *managementCluster) verdictsOn(t *testing.T, name string) string {
 // checkNotAnEdit: every write of the object since the time was admitted, and the policy found
 // no in-place edit in a controller's (its audit annotation controller-write names what it
 // would have refused a person).
-func (m *managementCluster) checkNotAnEdit(t *testing.T, since time.Time, resource, name string) []auditEvent {
+func (m *ManagementCluster) CheckNotAnEdit(t *testing.T, since time.Time, resource, name string) []AuditEvent {
 	t.Helper()
-	var writes []auditEvent
-	for _, e := range m.eventsSince(t, since) {
-		if e.resource() != resource && e.resource() != resource+"/status" || e.ObjectRef.Name != name || !e.isWrite() {
+	var writes []AuditEvent
+	for _, e := range m.EventsSince(t, since) {
+		if e.Resource() != resource && e.Resource() != resource+"/status" || e.ObjectRef.Name != name || !e.IsWrite() {
 			continue
 		}
 		writes = append(writes, e)
-		if e.code() >= 300 {
-			t.Errorf("refused: %s (auditID %s in %s)", e, e.AuditID, m.cp.auditLog)
+		if e.Code() >= 300 {
+			t.Errorf("refused: %s (auditID %s in %s)", e, e.AuditID, m.CP.auditLog)
 		}
-		if v, ok := e.Annotations[m.webhookName()+"/controller-write"]; ok {
+		if v, ok := e.Annotations[m.WebhookName()+"/controller-write"]; ok {
 			t.Errorf("POLICY: a write of %s that only the provider's defaulter changed was judged an in-place edit: %s\n  %s\n  (auditID %s in %s)",
-				name, v, e, e.AuditID, m.cp.auditLog)
+				name, v, e, e.AuditID, m.CP.auditLog)
 		}
 	}
 	return writes

@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"context"
@@ -22,12 +22,12 @@ import (
 // labelAsPerson is a person's metadata-only update: kubectl label. When the policy refuses
 // it, the failure shows the evidence: kubectl's answer, the stored spec (the request's
 // oldObject), the spec as the defaulter leaves it (its object) and the policy's verdicts.
-func (m *managementCluster) labelAsPerson(t *testing.T, gvk schema.GroupVersionKind, name, file, provider string) {
+func (m *ManagementCluster) LabelAsPerson(t *testing.T, gvk schema.GroupVersionKind, name, file, provider string) {
 	t.Helper()
-	before := m.get(t, gvk, name)
-	r := m.person.run(t, "label", strings.ToLower(gvk.Kind), name, "-n", namespace, "team=platform")
-	if r.err == nil {
-		if w := policyWarnings(r.stderr); len(w) > 0 {
+	before := m.Get(t, gvk, name)
+	r := m.Person.Run(t, "label", strings.ToLower(gvk.Kind), name, "-n", Namespace, "team=platform")
+	if r.Err == nil {
+		if w := PolicyWarnings(r.Stderr); len(w) > 0 {
 			t.Errorf("POLICY: a person's kubectl label of %s %s printed a warning of the policy: %q", gvk.Kind, name, w)
 		}
 		return
@@ -37,78 +37,78 @@ func (m *managementCluster) labelAsPerson(t *testing.T, gvk schema.GroupVersionK
 		"kubectl's stderr:\n%s\nthe stored spec (the request's oldObject):\n%s\n"+
 		"the spec as the defaulter leaves it (the request's object; from a server-side dry-run CREATE of the same manifest):\n%s\n"+
 		"the policy's verdicts (%s):\n%s",
-		gvk.Kind, provider, r.stderr, specYAML(t, before), specYAML(t, m.defaulted(t, file, gvk.Kind, name)),
-		strings.Join(m.policyServerLogs(t), ", "), m.verdictsOn(t, name))
+		gvk.Kind, provider, r.Stderr, SpecYAML(t, before), SpecYAML(t, m.defaulted(t, file, gvk.Kind, name)),
+		strings.Join(m.PolicyServerLogs(t), ", "), m.verdictsOn(t, name))
 }
 
 // defaulted is the config of the manifest (its document of that kind and name) as the provider's
 // defaulter leaves it: a server-side dry-run CREATE of it under another name (which the
 // policy admits: a new config).
-func (m *managementCluster) defaulted(t *testing.T, file, kind, name string) *unstructured.Unstructured {
+func (m *ManagementCluster) defaulted(t *testing.T, file, kind, name string) *unstructured.Unstructured {
 	t.Helper()
 	var manifest string
-	for _, doc := range strings.Split(string(readFile(t, m.a.path(file))), "\n---\n") {
-		if obj := object(t, doc); obj.GetKind() == kind && obj.GetName() == name {
+	for _, doc := range strings.Split(string(ReadFile(t, m.Artifacts.Path(file))), "\n---\n") {
+		if obj := Object(t, doc); obj.GetKind() == kind && obj.GetName() == name {
 			obj.SetName(name + "-dry-run")
-			manifest = string(toYAML(t, []*unstructured.Unstructured{obj}))
+			manifest = string(ToYAML(t, []*unstructured.Unstructured{obj}))
 		}
 	}
-	must(t, os.WriteFile(m.a.path("dry-run-"+file), []byte(manifest), 0o644))
-	r := m.person.run(t, "create", "--dry-run=server", "-o", "json", "-f", "dry-run-"+file)
-	if r.err != nil {
-		t.Fatalf("kubectl create --dry-run=server: %v\n%s", r.err, r.stderr)
+	Must(t, os.WriteFile(m.Artifacts.Path("dry-run-"+file), []byte(manifest), 0o644))
+	r := m.Person.Run(t, "create", "--dry-run=server", "-o", "json", "-f", "dry-run-"+file)
+	if r.Err != nil {
+		t.Fatalf("kubectl create --dry-run=server: %v\n%s", r.Err, r.Stderr)
 	}
 	u := &unstructured.Unstructured{}
-	must(t, u.UnmarshalJSON([]byte(r.stdout)))
+	Must(t, u.UnmarshalJSON([]byte(r.Stdout)))
 	return u
 }
 
 // createJoinToken is Cluster c1's join token Secret, which RKE2's and k3s' control plane
 // providers write (`<cluster>-token`, key value).
-func (m *managementCluster) createJoinToken(t *testing.T) {
+func (m *ManagementCluster) CreateJoinToken(t *testing.T) {
 	t.Helper()
-	must(t, m.cp.client.Create(context.Background(), &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: clusterName + "-token", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": clusterName}},
+	Must(t, m.CP.Client.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterName + "-token", Namespace: Namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": ClusterName}},
 		Data:       map[string][]byte{"value": []byte("cluster-test-join-token")},
 	}))
 }
 
 // writeConfigs writes file in the artifacts folder: manifest's config once for each of names
 // (its NAME).
-func (m *managementCluster) writeConfigs(t *testing.T, file, manifest string, names []string) string {
+func (m *ManagementCluster) WriteConfigs(t *testing.T, file, manifest string, names []string) string {
 	t.Helper()
-	text := string(readFile(t, manifest))
+	text := string(ReadFile(t, manifest))
 	var docs []string
 	for _, name := range names {
 		docs = append(docs, strings.ReplaceAll(text, "NAME", name))
 	}
-	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	Must(t, os.WriteFile(m.Artifacts.Path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	return file
 }
 
 // bootstrapTemplate is a bootstrap config's template (<Kind>Template, the config's spec under
 // spec.template.spec) and a MachineDeployment of no replicas on it, as a GitOps repository
 // keeps them; stored before the provider's defaulter with the pool's config.
-type bootstrapTemplate struct {
-	gvk  schema.GroupVersionKind
-	name string
-	file string
+type BootstrapTemplate struct {
+	GVK  schema.GroupVersionKind
+	Name string
+	File string
 }
 
 // writeTemplate writes the template of the config manifest, its MachineDeployment and their
 // TestMachineTemplate into one file of the artifacts folder.
-func (m *managementCluster) writeTemplate(t *testing.T, configManifest, name string) bootstrapTemplate {
+func (m *ManagementCluster) WriteTemplate(t *testing.T, configManifest, name string) BootstrapTemplate {
 	t.Helper()
-	config := object(t, configManifest)
-	tmpl := bootstrapTemplate{gvk: config.GroupVersionKind(), name: name + "-md"}
-	tmpl.gvk.Kind += "Template"
+	config := Object(t, configManifest)
+	tmpl := BootstrapTemplate{GVK: config.GroupVersionKind(), Name: name + "-md"}
+	tmpl.GVK.Kind += "Template"
 	template := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": config.GetAPIVersion(),
-		"kind":       tmpl.gvk.Kind,
-		"metadata":   map[string]any{"name": tmpl.name, "namespace": namespace},
+		"kind":       tmpl.GVK.Kind,
+		"metadata":   map[string]any{"name": tmpl.Name, "namespace": Namespace},
 		"spec":       map[string]any{"template": map[string]any{"spec": config.Object["spec"]}},
 	}}
-	md := object(t, fmt.Sprintf(`
+	md := Object(t, fmt.Sprintf(`
 apiVersion: cluster.x-k8s.io/v1beta1
 kind: MachineDeployment
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -124,44 +124,44 @@ spec:
       bootstrap:
         configRef: {apiVersion: %[4]s, kind: %[5]s, name: %[1]s}
       infrastructureRef: {apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1, kind: TestMachineTemplate, name: %[1]s}`,
-		tmpl.name, namespace, clusterName, tmpl.gvk.GroupVersion(), tmpl.gvk.Kind))
-	infra := object(t, fmt.Sprintf(`
+		tmpl.Name, Namespace, ClusterName, tmpl.GVK.GroupVersion(), tmpl.GVK.Kind))
+	infra := Object(t, fmt.Sprintf(`
 apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1
 kind: TestMachineTemplate
 metadata: {name: %s, namespace: %s}
-spec: {template: {spec: {}}}`, tmpl.name, namespace))
-	tmpl.file = tmpl.gvk.Kind + ".yaml"
-	must(t, os.WriteFile(m.a.path(tmpl.file), toYAML(t, []*unstructured.Unstructured{template, md, infra}), 0o644))
+spec: {template: {spec: {}}}`, tmpl.Name, Namespace))
+	tmpl.File = tmpl.GVK.Kind + ".yaml"
+	Must(t, os.WriteFile(m.Artifacts.Path(tmpl.File), ToYAML(t, []*unstructured.Unstructured{template, md, infra}), 0o644))
 	return tmpl
 }
 
 // applyTemplate applies the file and waits for CAPI's MachineDeployment controller to take
 // the template on (the Cluster's ownerReference on it), before the defaulter is back.
-func (m *managementCluster) applyTemplate(t *testing.T, tmpl bootstrapTemplate) {
+func (m *ManagementCluster) ApplyTemplate(t *testing.T, tmpl BootstrapTemplate) {
 	t.Helper()
-	if r := m.person.run(t, "apply", "-f", tmpl.file); r.err != nil {
-		t.Fatalf("kubectl apply -f %s: %v\n%s", tmpl.file, r.err, r.stderr)
+	if r := m.Person.Run(t, "apply", "-f", tmpl.File); r.Err != nil {
+		t.Fatalf("kubectl apply -f %s: %v\n%s", tmpl.File, r.Err, r.Stderr)
 	}
-	stored := m.waitFor(t, tmpl.gvk, tmpl.name, 2*time.Minute, "owned by the Cluster (CAPI's MachineDeployment controller)", func(u *unstructured.Unstructured) bool {
+	stored := m.WaitFor(t, tmpl.GVK, tmpl.Name, 2*time.Minute, "owned by the Cluster (CAPI's MachineDeployment controller)", func(u *unstructured.Unstructured) bool {
 		for _, ref := range u.GetOwnerReferences() {
-			if ref.Kind == "Cluster" && ref.Name == clusterName {
+			if ref.Kind == "Cluster" && ref.Name == ClusterName {
 				return true
 			}
 		}
 		return false
 	})
-	t.Logf("%s as stored before the defaulter:\n%s", tmpl.gvk.Kind, specYAML(t, stored))
+	t.Logf("%s as stored before the defaulter:\n%s", tmpl.GVK.Kind, SpecYAML(t, stored))
 }
 
 // withoutDefaulter removes the MutatingWebhookConfigurations that default the resources
 // (plurals of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
 // meanwhile is stored as it was sent, as by a release before the defaulter, or restored from
 // a backup while the provider was down.
-func (m *managementCluster) withoutDefaulter(t *testing.T, resources ...string) (restore func()) {
+func (m *ManagementCluster) WithoutDefaulter(t *testing.T, resources ...string) (restore func()) {
 	t.Helper()
 	ctx := context.Background()
 	list := &admissionregistrationv1.MutatingWebhookConfigurationList{}
-	must(t, m.cp.client.List(ctx, list))
+	Must(t, m.CP.Client.List(ctx, list))
 	var removed []admissionregistrationv1.MutatingWebhookConfiguration
 	defaulted := map[string]bool{}
 	for _, mwc := range list.Items {
@@ -185,20 +185,20 @@ func (m *managementCluster) withoutDefaulter(t *testing.T, resources ...string) 
 		}
 	}
 	for i := range removed {
-		must(t, m.cp.client.Delete(ctx, &removed[i]))
+		Must(t, m.CP.Client.Delete(ctx, &removed[i]))
 	}
 	return func() {
 		t.Helper()
 		for _, mwc := range removed {
 			mwc.ResourceVersion, mwc.UID = "", ""
-			must(t, m.cp.client.Create(ctx, &mwc))
+			Must(t, m.CP.Client.Create(ctx, &mwc))
 		}
 	}
 }
 
 // pools writes the manifests of MachinePools named after their configs (a TestMachinePool
 // each), configRef of the kind and apiVersion given, as a v1beta1 GitOps repository has them.
-func (m *managementCluster) pools(t *testing.T, configAPIVersion, configKind string, names ...string) string {
+func (m *ManagementCluster) Pools(t *testing.T, configAPIVersion, configKind string, names ...string) string {
 	t.Helper()
 	var docs []string
 	for _, name := range names {
@@ -219,34 +219,34 @@ spec:
 apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1
 kind: TestMachinePool
 metadata: {name: %[1]s, namespace: %[2]s}
-spec: {providerIDList: []}`, name, namespace, clusterName, configAPIVersion, configKind))
+spec: {providerIDList: []}`, name, Namespace, ClusterName, configAPIVersion, configKind))
 	}
 	file := configKind + "-pools.yaml"
-	must(t, os.WriteFile(m.a.path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
+	Must(t, os.WriteFile(m.Artifacts.Path(file), []byte(strings.Join(docs, "\n---\n")), 0o644))
 	return file
 }
 
 // markV1beta1Ready does what the infrastructure provider of each pool and the control plane
 // provider would under the v1beta1 contract: status.ready, and the control plane initialized.
-func (m *managementCluster) markV1beta1Ready(t *testing.T, controlPlane schema.GroupVersionKind, status map[string]any, pools ...string) {
+func (m *ManagementCluster) MarkV1beta1Ready(t *testing.T, controlPlane schema.GroupVersionKind, status map[string]any, pools ...string) {
 	t.Helper()
 	for _, name := range pools {
 		infra := &unstructured.Unstructured{}
 		infra.SetAPIVersion("infrastructure.cluster-test.rollout-policy.dev/v1alpha1")
 		infra.SetKind("TestMachinePool")
-		must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, infra))
-		m.markStatus(t, infra, map[string]any{"ready": true, "replicas": int64(0)})
+		Must(t, m.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: name}, infra))
+		m.MarkStatus(t, infra, map[string]any{"ready": true, "replicas": int64(0)})
 	}
 	cp := &unstructured.Unstructured{}
 	cp.SetGroupVersionKind(controlPlane)
-	must(t, m.cp.client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: clusterName}, cp))
-	m.markStatus(t, cp, status)
+	Must(t, m.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: ClusterName}, cp))
+	m.MarkStatus(t, cp, status)
 }
 
 // specYAML is the object's spec, for the log.
-func specYAML(t *testing.T, u *unstructured.Unstructured) string {
+func SpecYAML(t *testing.T, u *unstructured.Unstructured) string {
 	t.Helper()
 	out, err := yaml.Marshal(u.Object["spec"])
-	must(t, err)
+	Must(t, err)
 	return string(out)
 }

@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"bytes"
@@ -43,21 +43,21 @@ import (
 type controlPlane struct {
 	env       *envtest.Environment
 	admin     *rest.Config
-	client    client.Client
-	clientset *kubernetes.Clientset
+	Client    client.Client
+	Clientset *kubernetes.Clientset
 	auditLog  string
 	// controllerManager is kube-controller-manager's process.
-	controllerManager *process
+	ControllerManager *Process
 	// host and port of the API server, for the Cluster's controlPlaneEndpoint.
-	host string
-	port int
+	Host string
+	Port int
 }
 
-func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
+func StartControlPlane(t *testing.T, a *Artifacts, bin string) *controlPlane {
 	t.Helper()
 	auditPolicy, err := filepath.Abs("testdata/audit-policy.yaml")
-	must(t, err)
-	cp := &controlPlane{auditLog: a.path("audit.log")}
+	Must(t, err)
+	cp := &controlPlane{auditLog: a.Path("audit.log")}
 	apiLog := a.create(t, "kube-apiserver.log")
 	etcdLog := a.create(t, "etcd.log")
 	cp.env = &envtest.Environment{
@@ -82,7 +82,7 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 		Set("enable-aggregator-routing", "true")
 	cfg, err := cp.env.Start()
 	if err != nil {
-		t.Fatalf("start etcd and kube-apiserver (logs: %s, %s): %v", a.path("etcd.log"), a.path("kube-apiserver.log"), err)
+		t.Fatalf("start etcd and kube-apiserver (logs: %s, %s): %v", a.Path("etcd.log"), a.Path("kube-apiserver.log"), err)
 	}
 	t.Cleanup(func() {
 		if err := cp.env.Stop(); err != nil {
@@ -90,11 +90,11 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 		}
 	})
 	cp.admin = cfg
-	cp.client, err = client.New(cfg, client.Options{})
-	must(t, err)
-	cp.clientset, err = kubernetes.NewForConfig(cfg)
-	must(t, err)
-	cp.host, cp.port = splitHostPort(t, api.SecureServing.ListenAddr.HostPort())
+	cp.Client, err = client.New(cfg, client.Options{})
+	Must(t, err)
+	cp.Clientset, err = kubernetes.NewForConfig(cfg)
+	Must(t, err)
+	cp.Host, cp.Port = splitHostPort(t, api.SecureServing.ListenAddr.HostPort())
 	cp.startControllerManager(t, a, bin, api.CertDir)
 	return cp
 }
@@ -110,14 +110,14 @@ func startControlPlane(t *testing.T, a *artifacts, bin string) *controlPlane {
 // (kubeadm adds bootstrapsigner and tokencleaner); no lease (one manager); serving on
 // 127.0.0.1 only, for /healthz, which it answers without authentication (no
 // --authentication-kubeconfig: envtest's kube-apiserver has no front-proxy CA to delegate to).
-func (cp *controlPlane) startControllerManager(t *testing.T, a *artifacts, bin, apiCertDir string) {
+func (cp *controlPlane) startControllerManager(t *testing.T, a *Artifacts, bin, apiCertDir string) {
 	t.Helper()
-	kubeconfig := a.path("kubeconfig-kube-controller-manager")
-	must(t, os.WriteFile(kubeconfig, cp.adminKubeconfig(t), 0o600))
-	rootCA := a.path("kube-apiserver-ca.crt")
-	must(t, os.WriteFile(rootCA, cp.admin.CAData, 0o644))
-	port := freePort(t)
-	cp.controllerManager = startProcess(t, a, "kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), []string{
+	kubeconfig := a.Path("kubeconfig-kube-controller-manager")
+	Must(t, os.WriteFile(kubeconfig, cp.adminKubeconfig(t), 0o600))
+	rootCA := a.Path("kube-apiserver-ca.crt")
+	Must(t, os.WriteFile(rootCA, cp.admin.CAData, 0o644))
+	port := FreePort(t)
+	cp.ControllerManager = StartProcess(t, a, "kube-controller-manager", filepath.Join(bin, "kube-controller-manager"), []string{
 		"--kubeconfig=" + kubeconfig,
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file=" + filepath.Join(apiCertDir, "sa-signer.key"),
@@ -125,11 +125,11 @@ func (cp *controlPlane) startControllerManager(t *testing.T, a *artifacts, bin, 
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir=" + a.path("kube-controller-manager-certs"),
+		"--cert-dir=" + a.Path("kube-controller-manager-certs"),
 	})
 	// Its serving certificate is self-signed, as a kubelet's probe of it does not verify.
 	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	waitHTTP(t, cp.controllerManager, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), 2*time.Minute, probe)
+	WaitHTTP(t, cp.ControllerManager, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), 2*time.Minute, probe)
 }
 
 // waitServiceAccount waits for a ServiceAccount that kube-controller-manager creates (a
@@ -137,39 +137,39 @@ func (cp *controlPlane) startControllerManager(t *testing.T, a *artifacts, bin, 
 func (cp *controlPlane) waitServiceAccount(t *testing.T, namespace, name string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		err := cp.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &corev1.ServiceAccount{})
+		err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &corev1.ServiceAccount{})
 		return err == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("no ServiceAccount %s/%s after a minute: kube-controller-manager's serviceaccount controller creates it (log: %s)", namespace, name, cp.controllerManager.log)
+		t.Fatalf("no ServiceAccount %s/%s after a minute: kube-controller-manager's serviceaccount controller creates it (log: %s)", namespace, name, cp.ControllerManager.Log)
 	}
 }
 
 // user is a person: a client certificate for name in groups, as kubectl uses it.
-func (cp *controlPlane) user(t *testing.T, a *artifacts, name string, groups ...string) string {
+func (cp *controlPlane) User(t *testing.T, a *Artifacts, name string, groups ...string) string {
 	t.Helper()
 	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
-	must(t, err)
+	Must(t, err)
 	kubeconfig, err := u.KubeConfig()
-	must(t, err)
-	path := a.path("kubeconfig-" + name)
-	must(t, os.WriteFile(path, kubeconfig, 0o600))
+	Must(t, err)
+	path := a.Path("kubeconfig-" + name)
+	Must(t, os.WriteFile(path, kubeconfig, 0o600))
 	return path
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as namespace/name with a
 // token from the TokenRequest API, as a pod of that ServiceAccount would.
-func (cp *controlPlane) serviceAccountKubeconfig(t *testing.T, a *artifacts, namespace, name string) string {
+func (cp *controlPlane) serviceAccountKubeconfig(t *testing.T, a *Artifacts, namespace, name string) string {
 	t.Helper()
 	ctx := context.Background()
 	expiration := int64((12 * time.Hour).Seconds())
-	token, err := cp.clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+	token, err := cp.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiration}},
 		metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("TokenRequest for serviceaccount %s/%s: %v", namespace, name, err)
 	}
-	path := a.path(fmt.Sprintf("kubeconfig-%s-%s", namespace, name))
+	path := a.Path(fmt.Sprintf("kubeconfig-%s-%s", namespace, name))
 	writeKubeconfig(t, path, cp.admin.Host, cp.admin.CAData, &clientcmdapi.AuthInfo{Token: token.Status.Token})
 	return path
 }
@@ -182,7 +182,7 @@ func (cp *controlPlane) adminKubeconfig(t *testing.T) []byte {
 		ClientCertificateData: cp.admin.CertData, ClientKeyData: cp.admin.KeyData,
 	})
 	out, err := clientcmd.Write(*config)
-	must(t, err)
+	Must(t, err)
 	return out
 }
 
@@ -197,7 +197,7 @@ func kubeconfig(server string, ca []byte, auth *clientcmdapi.AuthInfo) *clientcm
 
 func writeKubeconfig(t *testing.T, path, server string, ca []byte, auth *clientcmdapi.AuthInfo) {
 	t.Helper()
-	must(t, clientcmd.WriteToFile(*kubeconfig(server, ca, auth), path))
+	Must(t, clientcmd.WriteToFile(*kubeconfig(server, ca, auth), path))
 }
 
 // bindClusterRole grants a ClusterRole to a user or a ServiceAccount ("namespace:name").
@@ -208,31 +208,31 @@ func (cp *controlPlane) bindClusterRole(t *testing.T, role string, subject rbacv
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
 		Subjects:   []rbacv1.Subject{subject},
 	}
-	must(t, cp.client.Create(context.Background(), binding))
+	Must(t, cp.Client.Create(context.Background(), binding))
 }
 
 func (cp *controlPlane) createNamespace(t *testing.T, name string) {
 	t.Helper()
-	must(t, client.IgnoreAlreadyExists(cp.client.Create(context.Background(),
+	Must(t, client.IgnoreAlreadyExists(cp.Client.Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
 }
 
 // createAll creates the objects as the admin.
-func (cp *controlPlane) createAll(t *testing.T, objects []*unstructured.Unstructured) {
+func (cp *controlPlane) CreateAll(t *testing.T, objects []*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objects {
-		if err := cp.client.Create(context.Background(), obj); err != nil {
+		if err := cp.Client.Create(context.Background(), obj); err != nil {
 			t.Fatalf("create %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
 	}
 }
 
-func readObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+func ReadObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	t.Helper()
 	var objects []*unstructured.Unstructured
 	for _, doc := range bytes.Split(data, []byte("\n---")) {
 		var obj map[string]any
-		must(t, yaml.Unmarshal(doc, &obj))
+		Must(t, yaml.Unmarshal(doc, &obj))
 		if len(obj) == 0 {
 			continue
 		}
@@ -243,38 +243,38 @@ func readObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 
 // kubectl runs the kubectl build.sh made, with a person's kubeconfig.
 type kubectl struct {
-	bin        string
-	kubeconfig string
+	Bin        string
+	Kubeconfig string
 	// dir is where kubectl runs: the artifacts folder, so that files are named as a person
 	// names them (kubectl prints the name in its errors).
-	dir string
+	Dir string
 }
 
-type kubectlResult struct {
-	stdout, stderr string
-	err            error
+type KubectlResult struct {
+	Stdout, Stderr string
+	Err            error
 }
 
-func (k kubectl) run(t *testing.T, args ...string) kubectlResult {
+func (k kubectl) Run(t *testing.T, args ...string) KubectlResult {
 	t.Helper()
-	cmd := exec.Command(k.bin, append([]string{"--kubeconfig", k.kubeconfig}, args...)...)
-	cmd.Dir = k.dir
+	cmd := exec.Command(k.Bin, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
+	cmd.Dir = k.Dir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	t.Logf("kubectl %s\n  stdout: %s\n  stderr: %s", strings.Join(args, " "), strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()))
-	return kubectlResult{stdout: stdout.String(), stderr: stderr.String(), err: err}
+	return KubectlResult{Stdout: stdout.String(), Stderr: stderr.String(), Err: err}
 }
 
 // process is a server the test started; it is stopped by t.Cleanup, or earlier by stop.
-type process struct {
+type Process struct {
 	name string
-	cmd  *exec.Cmd
+	Cmd  *exec.Cmd
 	done chan struct{}
-	log  string
+	Log  string
 }
 
-func startProcess(t *testing.T, a *artifacts, name, bin string, args []string, env ...string) *process {
+func StartProcess(t *testing.T, a *Artifacts, name, bin string, args []string, env ...string) *Process {
 	t.Helper()
 	logFile := a.create(t, name+".log")
 	cmd := exec.Command(bin, args...)
@@ -285,28 +285,28 @@ func startProcess(t *testing.T, a *artifacts, name, bin string, args []string, e
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan struct{}), log: a.path(name + ".log")}
+	p := &Process{name: name, Cmd: cmd, done: make(chan struct{}), Log: a.Path(name + ".log")}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
 	return p
 }
 
-func (p *process) stop() {
+func (p *Process) stop() {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
 }
 
-func (p *process) exited() bool {
+func (p *Process) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -316,7 +316,7 @@ func (p *process) exited() bool {
 }
 
 // waitHTTP polls url until it answers 200, failing early when the process exits.
-func waitHTTP(t *testing.T, p *process, url string, timeout time.Duration, httpClient *http.Client) {
+func WaitHTTP(t *testing.T, p *Process, url string, timeout time.Duration, httpClient *http.Client) {
 	t.Helper()
 	if httpClient == nil {
 		httpClient = http.DefaultClient
@@ -324,7 +324,7 @@ func waitHTTP(t *testing.T, p *process, url string, timeout time.Duration, httpC
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if p.exited() {
-			t.Fatalf("%s exited before it was ready (log: %s)", p.name, p.log)
+			t.Fatalf("%s exited before it was ready (log: %s)", p.name, p.Log)
 		}
 		resp, err := httpClient.Get(url)
 		if err == nil {
@@ -335,21 +335,21 @@ func waitHTTP(t *testing.T, p *process, url string, timeout time.Duration, httpC
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready at %s after %s (log: %s)", p.name, url, timeout, p.log)
+	t.Fatalf("%s not ready at %s after %s (log: %s)", p.name, url, timeout, p.Log)
 }
 
 // certificates: one CA the test makes, and serving certificates for 127.0.0.1 signed by it,
 // for the managers' webhook servers and the policy server.
-type certificates struct {
-	caPEM []byte
+type Certificates struct {
+	CAPEM []byte
 	ca    *x509.Certificate
 	key   *ecdsa.PrivateKey
 }
 
-func newCA(t *testing.T) *certificates {
+func NewCA(t *testing.T) *Certificates {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
+	Must(t, err)
 	template := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "cluster-test-webhook-ca"},
@@ -360,27 +360,27 @@ func newCA(t *testing.T) *certificates {
 		BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	must(t, err)
+	Must(t, err)
 	ca, err := x509.ParseCertificate(der)
-	must(t, err)
-	return &certificates{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca: ca, key: key}
+	Must(t, err)
+	return &Certificates{CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), ca: ca, key: key}
 }
 
 // keyPEM is the CA's private key, for a Cluster's CA Secret.
-func (c *certificates) keyPEM(t *testing.T) []byte {
+func (c *Certificates) keyPEM(t *testing.T) []byte {
 	t.Helper()
 	der, err := x509.MarshalECPrivateKey(c.key)
-	must(t, err)
+	Must(t, err)
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 }
 
 // serving writes tls.crt and tls.key for 127.0.0.1 and localhost into dir.
-func (c *certificates) serving(t *testing.T, dir string) (certFile, keyFile string) {
+func (c *Certificates) serving(t *testing.T, dir string) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
+	Must(t, err)
 	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	must(t, err)
+	Must(t, err)
 	template := &x509.Certificate{
 		SerialNumber: serial,
 		Subject:      pkix.Name{CommonName: "127.0.0.1"},
@@ -392,60 +392,60 @@ func (c *certificates) serving(t *testing.T, dir string) (certFile, keyFile stri
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, c.ca, &key.PublicKey, c.key)
-	must(t, err)
+	Must(t, err)
 	keyDER, err := x509.MarshalECPrivateKey(key)
-	must(t, err)
-	must(t, os.MkdirAll(dir, 0o755))
+	Must(t, err)
+	Must(t, os.MkdirAll(dir, 0o755))
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	Must(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	Must(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return certFile, keyFile
 }
 
 // artifacts is the folder every process log, the audit log and the kubeconfigs go to; it is
 // kept after the run (target/cluster-test/ unless CLUSTER_TEST_ARTIFACTS says otherwise).
-type artifacts struct{ dir string }
+type Artifacts struct{ Dir string }
 
-func newArtifacts(t *testing.T) *artifacts {
+func NewArtifacts(t *testing.T) *Artifacts {
 	t.Helper()
 	dir := os.Getenv("CLUSTER_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = filepath.Join("..", "target", "cluster-test")
 	}
 	dir, err := filepath.Abs(dir)
-	must(t, err)
-	must(t, os.RemoveAll(dir))
-	must(t, os.MkdirAll(dir, 0o755))
+	Must(t, err)
+	Must(t, os.RemoveAll(dir))
+	Must(t, os.MkdirAll(dir, 0o755))
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs of every process, the audit log and the kubeconfigs are kept in %s", dir)
 		}
 	})
-	return &artifacts{dir: dir}
+	return &Artifacts{Dir: dir}
 }
 
-func (a *artifacts) path(name string) string { return filepath.Join(a.dir, name) }
+func (a *Artifacts) Path(name string) string { return filepath.Join(a.Dir, name) }
 
 // sub is a folder of its own, for a second cluster's logs.
-func (a *artifacts) sub(t *testing.T, name string) *artifacts {
+func (a *Artifacts) Sub(t *testing.T, name string) *Artifacts {
 	t.Helper()
-	dir := a.path(name)
-	must(t, os.MkdirAll(dir, 0o755))
-	return &artifacts{dir: dir}
+	dir := a.Path(name)
+	Must(t, os.MkdirAll(dir, 0o755))
+	return &Artifacts{Dir: dir}
 }
 
-func (a *artifacts) create(t *testing.T, name string) *os.File {
+func (a *Artifacts) create(t *testing.T, name string) *os.File {
 	t.Helper()
-	f, err := os.Create(a.path(name))
-	must(t, err)
+	f, err := os.Create(a.Path(name))
+	Must(t, err)
 	t.Cleanup(func() { f.Close() })
 	return f
 }
 
-func freePort(t *testing.T) int {
+func FreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
+	Must(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -453,14 +453,14 @@ func freePort(t *testing.T) int {
 func splitHostPort(t *testing.T, hostPort string) (string, int) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(hostPort)
-	must(t, err)
+	Must(t, err)
 	var n int
 	_, err = fmt.Sscan(port, &n)
-	must(t, err)
+	Must(t, err)
 	return host, n
 }
 
-func must(t *testing.T, err error) {
+func Must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

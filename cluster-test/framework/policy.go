@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"context"
@@ -34,25 +34,25 @@ type clusterAdmissionPolicy struct {
 	} `json:"spec"`
 }
 
-func readPolicy(t *testing.T) *clusterAdmissionPolicy {
+func ReadPolicy(t *testing.T) *clusterAdmissionPolicy {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "policy.yaml"))
-	must(t, err)
+	Must(t, err)
 	policy := &clusterAdmissionPolicy{}
-	must(t, yaml.Unmarshal(data, policy))
+	Must(t, yaml.Unmarshal(data, policy))
 	return policy
 }
 
 // policyID is the id kubewarden-controller gives a ClusterAdmissionPolicy, in policies.yml,
 // the webhook's path and the ValidatingWebhookConfiguration's name.
-func (p *clusterAdmissionPolicy) policyID() string { return "clusterwide-" + p.Metadata.Name }
+func (p *clusterAdmissionPolicy) PolicyID() string { return "clusterwide-" + p.Metadata.Name }
 
 // kubewardenNamespace is where Kubewarden runs; the controller keeps it out of every webhook.
-const kubewardenNamespace = "kubewarden"
+const KubewardenNamespace = "kubewarden"
 
 // webhookConfiguration is the ValidatingWebhookConfiguration kubewarden-controller writes for
 // the ClusterAdmissionPolicy, with a URL instead of the policy-server's Service.
-func (p *clusterAdmissionPolicy) webhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func (p *clusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	sideEffects := admissionregistrationv1.SideEffectClassNone
 	matchPolicy := admissionregistrationv1.Equivalent
 	if p.Spec.MatchPolicy != nil {
@@ -63,14 +63,14 @@ func (p *clusterAdmissionPolicy) webhookConfiguration(url string, ca []byte) *ad
 		namespaceSelector = p.Spec.NamespaceSelector.DeepCopy()
 	}
 	namespaceSelector.MatchExpressions = append(namespaceSelector.MatchExpressions, metav1.LabelSelectorRequirement{
-		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{kubewardenNamespace},
+		Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{KubewardenNamespace},
 	})
-	path := "/validate/" + p.policyID()
+	path := "/validate/" + p.PolicyID()
 	endpoint := url + path
 	return &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: p.policyID()},
+		ObjectMeta: metav1.ObjectMeta{Name: p.PolicyID()},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    p.policyID() + ".kubewarden.admission",
+			Name:                    p.PolicyID() + ".kubewarden.admission",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &endpoint, CABundle: ca},
 			Rules:                   p.Spec.Rules,
 			FailurePolicy:           p.Spec.FailurePolicy,
@@ -87,64 +87,64 @@ func (p *clusterAdmissionPolicy) webhookConfiguration(url string, ca []byte) *ad
 
 // policyServer is the server behind the webhook: Kubewarden's policy-server when
 // POLICY_SERVER names one, `policy-host serve` otherwise, on the same command line.
-type policyServer struct {
+type PolicyServer struct {
 	policy    *clusterAdmissionPolicy
-	bin       string
-	args      []string
-	port      int
+	Bin       string
+	Args      []string
+	Port      int
 	readiness int
 	certFile  string
 	keyFile   string
 	module    string
 	// kubeconfig of the policy-server's ServiceAccount, for the context-aware lookups.
-	kubeconfig string
-	process    *process
+	Kubeconfig string
+	Process    *Process
 	starts     int
 	// root is the whole test: a server started in a step outlives the step.
 	root *testing.T
 }
 
-func newPolicyServer(t *testing.T, a *artifacts, certs *certificates, policy *clusterAdmissionPolicy, kubeconfig string) *policyServer {
+func NewPolicyServer(t *testing.T, a *Artifacts, certs *Certificates, policy *clusterAdmissionPolicy, kubeconfig string) *PolicyServer {
 	t.Helper()
 	module := os.Getenv("ANNOTATED_POLICY")
 	if module == "" {
 		module = filepath.Join("..", "annotated-policy.wasm")
 	}
 	module, err := filepath.Abs(module)
-	must(t, err)
+	Must(t, err)
 	if _, err := os.Stat(module); err != nil {
 		t.Fatalf("no annotated policy module (make annotated-policy.wasm, or ANNOTATED_POLICY=): %v", err)
 	}
-	s := &policyServer{root: t, policy: policy, port: freePort(t), readiness: freePort(t), module: module, kubeconfig: kubeconfig}
+	s := &PolicyServer{root: t, policy: policy, Port: FreePort(t), readiness: FreePort(t), module: module, Kubeconfig: kubeconfig}
 	if bin := os.Getenv("POLICY_SERVER"); bin != "" {
-		s.bin = bin
+		s.Bin = bin
 	} else {
-		s.bin, s.args = policyHostBinary(t), []string{"serve"}
+		s.Bin, s.Args = PolicyHostBinary(t), []string{"serve"}
 	}
-	if _, err := os.Stat(s.bin); err != nil {
-		t.Fatalf("no policy server at %s (make host, or POLICY_SERVER=/path/to/policy-server): %v", s.bin, err)
+	if _, err := os.Stat(s.Bin); err != nil {
+		t.Fatalf("no policy server at %s (make host, or POLICY_SERVER=/path/to/policy-server): %v", s.Bin, err)
 	}
-	s.certFile, s.keyFile = certs.serving(t, a.path("policy-server-certs"))
+	s.certFile, s.keyFile = certs.serving(t, a.Path("policy-server-certs"))
 	return s
 }
 
 // policyHostBinary is POLICY_HOST, or the one `make host` builds.
-func policyHostBinary(t *testing.T) string {
+func PolicyHostBinary(t *testing.T) string {
 	t.Helper()
 	host := os.Getenv("POLICY_HOST")
 	if host == "" {
 		host = filepath.Join("..", "target", "release", "policy-host")
 	}
 	host, err := filepath.Abs(host)
-	must(t, err)
+	Must(t, err)
 	return host
 }
 
-func (s *policyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.port) }
+func (s *PolicyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.Port) }
 
 // start writes policies.yml with policy.yaml's settings, changed by overrides, in mode
 // protect, and starts the server; it returns once the server is ready.
-func (s *policyServer) start(a *artifacts, overrides map[string]any) {
+func (s *PolicyServer) Start(a *Artifacts, overrides map[string]any) {
 	t := s.root
 	t.Helper()
 	settings := map[string]any{}
@@ -156,7 +156,7 @@ func (s *policyServer) start(a *artifacts, overrides map[string]any) {
 	}
 	s.starts++
 	policies := map[string]any{
-		s.policy.policyID(): map[string]any{
+		s.policy.PolicyID(): map[string]any{
 			"module":                "file://" + s.module,
 			"policyMode":            "protect",
 			"allowedToMutate":       false,
@@ -168,37 +168,37 @@ func (s *policyServer) start(a *artifacts, overrides map[string]any) {
 		},
 	}
 	out, err := yaml.Marshal(policies)
-	must(t, err)
-	policiesFile := a.path(fmt.Sprintf("policies-%d.yml", s.starts))
-	must(t, os.WriteFile(policiesFile, out, 0o644))
-	downloads := a.path("policy-downloads")
-	must(t, os.MkdirAll(downloads, 0o755))
-	args := append(append([]string{}, s.args...),
+	Must(t, err)
+	policiesFile := a.Path(fmt.Sprintf("policies-%d.yml", s.starts))
+	Must(t, os.WriteFile(policiesFile, out, 0o644))
+	downloads := a.Path("policy-downloads")
+	Must(t, os.MkdirAll(downloads, 0o755))
+	args := append(append([]string{}, s.Args...),
 		"--policies", policiesFile,
 		"--policies-download-dir", downloads,
 		"--addr", "127.0.0.1",
-		"--port", fmt.Sprint(s.port),
+		"--port", fmt.Sprint(s.Port),
 		"--readiness-probe-port", fmt.Sprint(s.readiness),
 		"--cert-file", s.certFile,
 		"--key-file", s.keyFile,
 	)
-	s.process = startProcess(t, a, fmt.Sprintf("policy-server-%d", s.starts), s.bin, args, "KUBECONFIG="+s.kubeconfig)
+	s.Process = StartProcess(t, a, fmt.Sprintf("policy-server-%d", s.starts), s.Bin, args, "KUBECONFIG="+s.Kubeconfig)
 	s.waitReady(t)
 }
 
-func (s *policyServer) stop() { s.process.stop() }
+func (s *PolicyServer) Stop() { s.Process.stop() }
 
 // waitReady polls the readiness endpoint, which policy-server serves over plain HTTP.
-func (s *policyServer) waitReady(t *testing.T) {
+func (s *PolicyServer) waitReady(t *testing.T) {
 	t.Helper()
-	waitHTTP(t, s.process, fmt.Sprintf("http://127.0.0.1:%d/readiness", s.readiness), 3*time.Minute, nil)
+	WaitHTTP(t, s.Process, fmt.Sprintf("http://127.0.0.1:%d/readiness", s.readiness), 3*time.Minute, nil)
 }
 
 // lookupsRBAC is the ClusterRole and binding the README documents for context-aware mode.
-func lookupsRBAC(t *testing.T) []byte {
+func LookupsRBAC(t *testing.T) []byte {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	must(t, err)
+	Must(t, err)
 	block := regexp.MustCompile("(?s)```yaml\n(apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n.*?)```").FindSubmatch(readme)
 	if block == nil {
 		t.Fatal("README.md has no ClusterRole block for the context-aware lookups")
@@ -206,11 +206,11 @@ func lookupsRBAC(t *testing.T) []byte {
 	return block[1]
 }
 
-func registerWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPolicy, s *policyServer, ca []byte) {
+func RegisterWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPolicy, s *PolicyServer, ca []byte) {
 	t.Helper()
-	vwc := policy.webhookConfiguration(s.url(), ca)
+	vwc := policy.WebhookConfiguration(s.url(), ca)
 	out, err := json.MarshalIndent(vwc, "", "  ")
-	must(t, err)
+	Must(t, err)
 	t.Logf("ValidatingWebhookConfiguration from policy.yaml:\n%s", out)
-	must(t, cp.client.Create(context.Background(), vwc))
+	Must(t, cp.Client.Create(context.Background(), vwc))
 }

@@ -1,4 +1,4 @@
-package clustertest
+package framework
 
 import (
 	"context"
@@ -30,54 +30,54 @@ import (
 
 // provider is one of CAPI's managers as clusterctl installs it: the objects of its
 // config/default kustomization, from the module go.mod pins, and the manager's own binary.
-type provider struct {
-	name string // the manager's binary in build.sh's folder
+type Provider struct {
+	Name string // the manager's binary in build.sh's folder
 	// kustomization is its config/default, relative to the sigs.k8s.io/cluster-api module.
-	kustomization string
-	extraArgs     []string
-	inventory     inventory
+	Kustomization string
+	ExtraArgs     []string
+	Inventory     Inventory
 	// module is the folder kustomization is relative to and version the release clusterctl's
 	// inventory records; empty: the CAPI release the test installs (capiRelease).
-	module, version string
+	Module, Version string
 	// flags, when set, are the manager's own flags for what CAPI's managers call
 	// --kubeconfig, --webhook-port, --webhook-cert-dir and --health-addr (another provider
 	// names them otherwise, or has none); it returns them with the URL that answers 200 once
 	// the manager is ready, and may change s. webhookPort 0 is a free port.
-	flags       func(s *managerSetup) (args []string, ready string)
-	webhookPort int
+	Flags       func(s *ManagerSetup) (args []string, ready string)
+	WebhookPort int
 }
 
 // managerSetup is what installProvider prepared for a manager's process.
-type managerSetup struct {
+type ManagerSetup struct {
 	t                   *testing.T
-	a                   *artifacts
-	name, kubeconfig    string
-	certDir             string
-	webhookPort, health int
-	env                 []string
+	Artifacts           *Artifacts
+	Name, Kubeconfig    string
+	CertDir             string
+	webhookPort, Health int
+	Env                 []string
 }
 
 // inventory is the provider's entry in clusterctl's inventory (a Provider object), which
 // `clusterctl move` reads in both clusters.
-type inventory struct {
-	name string // providerName: cluster-api, kubeadm
-	kind string // type: CoreProvider, BootstrapProvider
+type Inventory struct {
+	Name string // providerName: cluster-api, kubeadm
+	Kind string // type: CoreProvider, BootstrapProvider
 }
 
 // label is clusterctl's name for the provider (ManifestLabel): cluster-api, bootstrap-kubeadm.
-func (i inventory) label() string {
-	if i.kind == "CoreProvider" {
-		return i.name
+func (i Inventory) label() string {
+	if i.Kind == "CoreProvider" {
+		return i.Name
 	}
-	return strings.ToLower(strings.TrimSuffix(i.kind, "Provider")) + "-" + i.name
+	return strings.ToLower(strings.TrimSuffix(i.Kind, "Provider")) + "-" + i.Name
 }
 
 // installed is what installProvider did: the manager's process and the webhook
 // configurations it registered (after the manager was ready).
 type installed struct {
-	process *process
+	Process *Process
 	// serviceAccount is "namespace/name" of the manager's Deployment.
-	serviceAccount string
+	ServiceAccount string
 }
 
 // installProvider builds the provider's config/default with kustomize, as CAPI's release
@@ -88,21 +88,21 @@ type installed struct {
 // manager's process and the test's CA. As clusterctl init does, every object is labelled
 // with clusterctl's labels (`clusterctl move` finds the kinds to move by them), and the
 // provider is recorded in clusterctl's inventory.
-func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certificates, bin string, p provider) *installed {
+func InstallProvider(t *testing.T, a *Artifacts, cp *controlPlane, ca *Certificates, bin string, p Provider) *installed {
 	t.Helper()
 	ctx := context.Background()
-	if p.module == "" {
-		p.module, p.version = capiRelease(t)
+	if p.Module == "" {
+		p.Module, p.Version = capiRelease(t)
 	}
-	objects := kustomizeBuild(t, filepath.Join(p.module, p.kustomization))
+	objects := kustomizeBuild(t, filepath.Join(p.Module, p.Kustomization))
 	// clusterctl creates Namespaces first, then CRDs (k3s' kustomization lists its Namespace
 	// after the Roles in it).
 	slices.SortStableFunc(objects, func(x, y *unstructured.Unstructured) int { return createOrder(x) - createOrder(y) })
-	must(t, os.WriteFile(a.path(p.name+"-components.yaml"), toYAML(t, objects), 0o644))
+	Must(t, os.WriteFile(a.Path(p.Name+"-components.yaml"), ToYAML(t, objects), 0o644))
 
-	webhookPort := p.webhookPort
+	webhookPort := p.WebhookPort
 	if webhookPort == 0 {
-		webhookPort = freePort(t)
+		webhookPort = FreePort(t)
 	}
 	webhookURL := fmt.Sprintf("https://127.0.0.1:%d", webhookPort)
 	var deployment *unstructured.Unstructured
@@ -114,7 +114,7 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 			labels = map[string]string{}
 		}
 		labels["clusterctl.cluster.x-k8s.io"] = ""
-		labels["cluster.x-k8s.io/provider"] = p.inventory.label()
+		labels["cluster.x-k8s.io/provider"] = p.Inventory.label()
 		obj.SetLabels(labels)
 		switch obj.GetKind() {
 		case "Deployment":
@@ -123,20 +123,20 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		case "Service", "Certificate", "Issuer":
 			continue
 		case "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			pointWebhooksAt(t, obj, webhookURL, ca.caPEM)
+			pointWebhooksAt(t, obj, webhookURL, ca.CAPEM)
 			webhooks = append(webhooks, obj)
 			continue
 		case "CustomResourceDefinition":
-			pointConversionAt(t, obj, webhookURL, ca.caPEM)
+			pointConversionAt(t, obj, webhookURL, ca.CAPEM)
 			crds = append(crds, obj.GetName())
 		}
-		if err := cp.client.Create(ctx, obj); err != nil {
-			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
+		if err := cp.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("install %s: create %s %s: %v", p.Name, obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	waitEstablished(t, cp, crds)
+	WaitEstablished(t, cp, crds)
 	if deployment == nil {
-		t.Fatalf("install %s: no Deployment in %s", p.name, p.kustomization)
+		t.Fatalf("install %s: no Deployment in %s", p.Name, p.Kustomization)
 	}
 
 	// CAPI's manager is bound to an aggregated ClusterRole (capi-aggregated-manager-role).
@@ -151,35 +151,35 @@ func installProvider(t *testing.T, a *artifacts, cp *controlPlane, ca *certifica
 		cp.waitServiceAccount(t, namespace, sa)
 	}
 	kubeconfig := cp.serviceAccountKubeconfig(t, a, namespace, sa)
-	s := &managerSetup{t: t, a: a, name: p.name, kubeconfig: kubeconfig, certDir: a.path(p.name + "-serving-certs"),
-		webhookPort: webhookPort, health: freePort(t), env: []string{"POD_NAMESPACE=" + namespace}}
-	flags := p.flags
+	s := &ManagerSetup{t: t, Artifacts: a, Name: p.Name, Kubeconfig: kubeconfig, CertDir: a.Path(p.Name + "-serving-certs"),
+		webhookPort: webhookPort, Health: FreePort(t), Env: []string{"POD_NAMESPACE=" + namespace}}
+	flags := p.Flags
 	if flags == nil {
 		flags = capiManagerFlags
 	}
 	own, ready := flags(s)
-	ca.serving(t, s.certDir)
-	args := append(append(managerArgs(t, deployment), own...), p.extraArgs...)
-	proc := startProcess(t, a, p.name, filepath.Join(bin, p.name), args, s.env...)
-	waitHTTP(t, proc, ready, 2*time.Minute, nil)
+	ca.serving(t, s.CertDir)
+	args := append(append(managerArgs(t, deployment), own...), p.ExtraArgs...)
+	proc := StartProcess(t, a, p.Name, filepath.Join(bin, p.Name), args, s.Env...)
+	WaitHTTP(t, proc, ready, 2*time.Minute, nil)
 	waitListening(t, proc, webhookPort)
 	for _, obj := range webhooks {
-		if err := cp.client.Create(ctx, obj); err != nil {
-			t.Fatalf("install %s: create %s %s: %v", p.name, obj.GetKind(), obj.GetName(), err)
+		if err := cp.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("install %s: create %s %s: %v", p.Name, obj.GetKind(), obj.GetName(), err)
 		}
 	}
-	cp.createAll(t, []*unstructured.Unstructured{{Object: map[string]any{
+	cp.CreateAll(t, []*unstructured.Unstructured{{Object: map[string]any{
 		"apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3",
 		"kind":       "Provider",
 		"metadata": map[string]any{
-			"name": p.inventory.label(), "namespace": namespace,
-			"labels": map[string]any{"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": p.inventory.label()},
+			"name": p.Inventory.label(), "namespace": namespace,
+			"labels": map[string]any{"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": p.Inventory.label()},
 		},
-		"providerName": p.inventory.name,
-		"type":         p.inventory.kind,
-		"version":      p.version,
+		"providerName": p.Inventory.Name,
+		"type":         p.Inventory.Kind,
+		"version":      p.Version,
 	}}})
-	return &installed{process: proc, serviceAccount: namespace + "/" + sa}
+	return &installed{Process: proc, ServiceAccount: namespace + "/" + sa}
 }
 
 func createOrder(obj *unstructured.Unstructured) int {
@@ -193,33 +193,33 @@ func createOrder(obj *unstructured.Unstructured) int {
 }
 
 // waitListening waits for the manager's webhook server: some managers are ready before it.
-func waitListening(t *testing.T, p *process, port int) {
+func waitListening(t *testing.T, p *Process, port int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if p.exited() {
-			t.Fatalf("%s exited (log: %s)", p.name, p.log)
+			t.Fatalf("%s exited (log: %s)", p.name, p.Log)
 		}
 		if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			conn.Close()
 			return
 		}
 	}
-	t.Fatalf("%s's webhook server does not listen on port %d (log: %s)", p.name, port, p.log)
+	t.Fatalf("%s's webhook server does not listen on port %d (log: %s)", p.name, port, p.Log)
 }
 
 // capiManagerFlags are the flags of CAPI's managers (and of providers that kept them).
-func capiManagerFlags(s *managerSetup) ([]string, string) {
+func capiManagerFlags(s *ManagerSetup) ([]string, string) {
 	return []string{
-		"--kubeconfig=" + s.kubeconfig,
+		"--kubeconfig=" + s.Kubeconfig,
 		fmt.Sprintf("--webhook-port=%d", s.webhookPort),
-		"--webhook-cert-dir=" + s.certDir,
-		fmt.Sprintf("--health-addr=127.0.0.1:%d", s.health),
-		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", freePort(s.t)),
+		"--webhook-cert-dir=" + s.CertDir,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", s.Health),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", FreePort(s.t)),
 		"--insecure-diagnostics=true",
 		// Outside a pod controller-runtime cannot tell the lease's namespace and CAPI has no
 		// flag for it; one manager each needs no lease.
 		"--leader-elect=false",
-	}, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.health)
+	}, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.Health)
 }
 
 // waitAggregated waits for kube-controller-manager's clusterrole-aggregation controller: every
@@ -229,7 +229,7 @@ func waitAggregated(t *testing.T, cp *controlPlane) {
 	var missing []string
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		roles := &rbacv1.ClusterRoleList{}
-		if err := cp.client.List(ctx, roles); err != nil {
+		if err := cp.Client.List(ctx, roles); err != nil {
 			return false, nil
 		}
 		missing = nil
@@ -257,7 +257,7 @@ func waitAggregated(t *testing.T, cp *controlPlane) {
 		return len(missing) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("kube-controller-manager did not aggregate the ClusterRoles after a minute: %v (log: %s)", missing, cp.controllerManager.log)
+		t.Fatalf("kube-controller-manager did not aggregate the ClusterRoles after a minute: %v (log: %s)", missing, cp.ControllerManager.Log)
 	}
 }
 
@@ -291,7 +291,7 @@ func pointWebhooksAt(t *testing.T, obj *unstructured.Unstructured, url string, c
 		path, _, _ := unstructured.NestedString(webhook, "clientConfig", "service", "path")
 		webhook["clientConfig"] = map[string]any{"url": url + path, "caBundle": base64.StdEncoding.EncodeToString(ca)}
 	}
-	must(t, unstructured.SetNestedSlice(obj.Object, webhooks, "webhooks"))
+	Must(t, unstructured.SetNestedSlice(obj.Object, webhooks, "webhooks"))
 	// cert-manager's CA injection is the test's CA above.
 	obj.SetAnnotations(nil)
 }
@@ -303,20 +303,20 @@ func pointConversionAt(t *testing.T, obj *unstructured.Unstructured, url string,
 		return
 	}
 	path, _, _ := unstructured.NestedString(obj.Object, "spec", "conversion", "webhook", "clientConfig", "service", "path")
-	must(t, unstructured.SetNestedField(obj.Object, map[string]any{"url": url + path, "caBundle": base64.StdEncoding.EncodeToString(ca)},
+	Must(t, unstructured.SetNestedField(obj.Object, map[string]any{"url": url + path, "caBundle": base64.StdEncoding.EncodeToString(ca)},
 		"spec", "conversion", "webhook", "clientConfig"))
 	annotations := obj.GetAnnotations()
 	delete(annotations, "cert-manager.io/inject-ca-from")
 	obj.SetAnnotations(annotations)
 }
 
-func waitEstablished(t *testing.T, cp *controlPlane, names []string) {
+func WaitEstablished(t *testing.T, cp *controlPlane, names []string) {
 	t.Helper()
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
 			func(ctx context.Context) (bool, error) {
 				crd := &apiextensionsv1.CustomResourceDefinition{}
-				if err := cp.client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+				if err := cp.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 					return false, nil
 				}
 				for _, c := range crd.Status.Conditions {
@@ -342,20 +342,20 @@ func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
 	var objects []*unstructured.Unstructured
 	for _, r := range resources.Resources() {
 		data, err := r.MarshalJSON()
-		must(t, err)
+		Must(t, err)
 		obj := &unstructured.Unstructured{}
-		must(t, obj.UnmarshalJSON(data))
+		Must(t, obj.UnmarshalJSON(data))
 		objects = append(objects, obj)
 	}
 	return objects
 }
 
-func toYAML(t *testing.T, objects []*unstructured.Unstructured) []byte {
+func ToYAML(t *testing.T, objects []*unstructured.Unstructured) []byte {
 	t.Helper()
 	var docs []string
 	for _, obj := range objects {
 		out, err := yaml.Marshal(obj.Object)
-		must(t, err)
+		Must(t, err)
 		docs = append(docs, string(out))
 	}
 	return []byte(strings.Join(docs, "---\n"))
@@ -374,7 +374,7 @@ func capiRelease(t *testing.T) (dir, version string) {
 	if dir != "" {
 		return dir, version
 	}
-	return pinnedModule(t, ".", "sigs.k8s.io/cluster-api")
+	return PinnedModule(t, ".", "sigs.k8s.io/cluster-api")
 }
 
 // pinnedModule is a module that the Go module in folder (this one: ".", or one under capi/)
@@ -382,7 +382,7 @@ func capiRelease(t *testing.T) (dir, version string) {
 // mod download -json`, never from `go list -m`, which names none for a module not downloaded yet
 // (hack/go-modules.sh); the test runs with GOPROXY=off, so a module the builds did not fetch
 // fails here, by name.
-func pinnedModule(t *testing.T, folder, module string) (dir, version string) {
+func PinnedModule(t *testing.T, folder, module string) (dir, version string) {
 	t.Helper()
 	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", module)
 	list.Dir = folder

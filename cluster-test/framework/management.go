@@ -1,0 +1,112 @@
+package framework
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// managementCluster is one CAPI management cluster as the test builds it: etcd and
+// kube-apiserver, CAPI's core manager and CABPK installed as `clusterctl init` installs them
+// (clusterctl's provider inventory included, so that `clusterctl move` works between two of
+// them), and the policy in front, as Kubewarden puts it there.
+type ManagementCluster struct {
+	Artifacts  *Artifacts
+	CA         *Certificates // signs the webhook servers' certificates
+	CP         *controlPlane
+	Policy     *clusterAdmissionPolicy
+	Server     *PolicyServer
+	Person     kubectl
+	PersonName string
+	// The controller identities CAPI's managers really run as.
+	CAPIManager, CABPK string
+	CAPILog, CABPKLog  string
+	// The policy-server's ServiceAccount, as the README's RBAC binds it.
+	PolicyServerSA rbacv1.Subject
+}
+
+// startManagementCluster starts one, its logs in a; the policy server runs with policy.yaml's
+// settings changed by settings.
+func StartManagementCluster(t *testing.T, a *Artifacts, bin string, ca *Certificates, settings map[string]any) *ManagementCluster {
+	t.Helper()
+	m := StartCAPI(t, a, bin, ca)
+	m.StartPolicy(t, bin, settings)
+	return m
+}
+
+// startCAPI starts the control plane and installs CAPI as clusterctl installs it, with nothing
+// in front yet.
+func StartCAPI(t *testing.T, a *Artifacts, bin string, ca *Certificates) *ManagementCluster {
+	t.Helper()
+	m := &ManagementCluster{Artifacts: a, CA: ca, PersonName: "jane@example.com"}
+	m.CP = StartControlPlane(t, a, bin)
+	{ // CAPI as clusterctl installs it.
+		capiDir, _ := capiRelease(t)
+		m.CP.CreateAll(t, ReadObjects(t, ReadFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
+		m.CP.CreateAll(t, ReadObjects(t, ReadFile(t, "testdata/infrastructure.yaml")))
+		WaitEstablished(t, m.CP, []string{
+			"providers.clusterctl.cluster.x-k8s.io",
+			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
+			"testmachinetemplates.infrastructure.cluster-test.rollout-policy.dev",
+			"testmachines.infrastructure.cluster-test.rollout-policy.dev",
+			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
+		})
+		core := InstallProvider(t, a, m.CP, ca, bin, Provider{
+			Name: "capi-manager", Kustomization: coreKustomization(t),
+			Inventory: Inventory{Name: "cluster-api", Kind: "CoreProvider"},
+		})
+		kubeadm := InstallProvider(t, a, m.CP, ca, bin, Provider{
+			Name:          "capi-kubeadm-bootstrap-manager",
+			Kustomization: "bootstrap/kubeadm/config/default",
+			ExtraArgs:     []string{"--bootstrap-token-ttl=" + TokenTTL.String()},
+			Inventory:     Inventory{Name: "kubeadm", Kind: "BootstrapProvider"},
+		})
+		m.CAPIManager = "system:serviceaccount:" + strings.ReplaceAll(core.ServiceAccount, "/", ":")
+		m.CABPK = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.ServiceAccount, "/", ":")
+		m.CAPILog, m.CABPKLog = core.Process.Log, kubeadm.Process.Log
+	}
+	return m
+}
+
+// startPolicy puts the policy in front, as Kubewarden puts it there, once CAPI's managers
+// run; and makes the person.
+func (m *ManagementCluster) StartPolicy(t *testing.T, bin string, settings map[string]any) {
+	t.Helper()
+	a, ca := m.Artifacts, m.CA
+	{
+		m.Policy = ReadPolicy(t)
+		controllerUsers := StringList(m.Policy.Spec.Settings["controllerUsers"])
+		for _, identity := range []string{m.CAPIManager, m.CABPK} {
+			if !slices.Contains(controllerUsers, identity) {
+				t.Fatalf("CAPI's manager runs as %s, which policy.yaml's controllerUsers %v does not list", identity, controllerUsers)
+			}
+		}
+		// The policy-server's ServiceAccount with the RBAC the README documents.
+		rbac := ReadObjects(t, LookupsRBAC(t))
+		m.PolicyServerSA = ServiceAccountOf(t, rbac)
+		m.CP.createNamespace(t, m.PolicyServerSA.Namespace)
+		Must(t, m.CP.Client.Create(context.Background(), &corev1.ServiceAccount{
+			ObjectMeta: metav1.ObjectMeta{Name: m.PolicyServerSA.Name, Namespace: m.PolicyServerSA.Namespace},
+		}))
+		m.CP.CreateAll(t, rbac)
+		kubeconfig := m.CP.serviceAccountKubeconfig(t, a, m.PolicyServerSA.Namespace, m.PolicyServerSA.Name)
+		m.Server = NewPolicyServer(t, a, ca, m.Policy, kubeconfig)
+		m.Server.Start(a, settings)
+		RegisterWebhook(t, m.CP, m.Policy, m.Server, ca.CAPEM)
+	}
+	m.AddPerson(t, bin)
+}
+
+// addPerson makes the person, not a controller: a platform engineer with cluster-admin.
+func (m *ManagementCluster) AddPerson(t *testing.T, bin string) {
+	t.Helper()
+	a := m.Artifacts
+	m.Person = kubectl{Bin: filepath.Join(bin, "kubectl"), Kubeconfig: m.CP.User(t, a, m.PersonName, "platform-team"), Dir: a.Dir}
+	m.CP.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: m.PersonName})
+}
