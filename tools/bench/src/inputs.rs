@@ -147,7 +147,7 @@ pub fn many_files_one_changed(count: usize) -> Result<Input> {
 }
 
 /// The 10 KiB in-use edit with `contextAware: true` in a namespace of `pools` MachinePools
-/// (rejected): a compared spec change, so the policy lists the pools (issue 16). The list is
+/// (rejected): a compared spec change, so the policy lists the pools. The list is
 /// what policy-server answers with the policy's field masks: each item only `metadata.name`,
 /// `metadata.uid`, `metadata.deletionTimestamp` (one pool in 97 is being deleted) and
 /// `spec.template.spec.bootstrap`. The pool in the middle of the list references the config.
@@ -222,7 +222,7 @@ pub enum Apply {
 
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// `input` as kube-apiserver sends it (issue 16): `metadata.managedFields` on object and
+/// `input` as kube-apiserver sends it: `metadata.managedFields` on object and
 /// oldObject, as the API server writes them for the person's apply, CAPI core's
 /// ownerReferences ("manager"), CABPK's discovery fields and status
 /// ("capi-kubeadm-bootstrap-manager"), and kubectl's annotation for a client-side apply. The

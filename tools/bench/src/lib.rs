@@ -1,5 +1,5 @@
 //! `make bench`: the rule engine natively and the annotated module in policy-host, the module's
-//! size and memory, written into BENCHMARKS.md. Nothing here asserts a timing: the numbers are
+//! size and memory, written into docs/performance.md. Nothing here asserts a timing: the numbers are
 //! reported, not tested. [`suite`] runs the rest in order; each module measures one thing.
 
 pub mod inputs;

@@ -18,7 +18,7 @@ fn lock_version(workspace: &Path, name: &str) -> Option<String> {
     Some(lock[start..].split('"').next()?.to_string())
 }
 
-/// What the numbers were measured on, and the load average at the start of the run. A
+/// What the numbers were measured on, when, and the load average at the start of the run. A
 /// value that cannot be found is `unknown`, or its row left out.
 pub fn machine(workspace: &Path) -> Vec<(String, String)> {
     let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
@@ -38,13 +38,6 @@ pub fn machine(workspace: &Path) -> Vec<(String, String)> {
         .take(3)
         .map(str::to_string)
         .collect();
-    let git = [
-        "-C",
-        &workspace.to_string_lossy(),
-        "rev-parse",
-        "--short",
-        "HEAD",
-    ];
     let unknown = || Some("unknown".to_string());
     let mut rows = vec![
         (
@@ -67,7 +60,7 @@ pub fn machine(workspace: &Path) -> Vec<(String, String)> {
         rows.push((name, lock_version(workspace, name)));
     }
     rows.push(("binaryen", command_output("wasm-opt", &["--version"])));
-    rows.push(("commit", command_output("git", &git)));
+    rows.push(("date (UTC)", command_output("date", &["-u", "+%Y-%m-%d"])));
     let load = (!load.is_empty()).then(|| load.join(", "));
     rows.push(("load average at start (1, 5, 15 min)", load));
     let rows = rows

@@ -1,7 +1,7 @@
 //! `bench`: the suite behind `make bench`. Measures the rule engine natively and the
 //! annotated module in policy-host (a fresh instance per evaluation, as policy-server), the
 //! module's size and compile time, and the guest's memory; prints the report and writes it
-//! into BENCHMARKS.md between its markers.
+//! into docs/performance.md between its markers.
 
 use std::process::ExitCode;
 

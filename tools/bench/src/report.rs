@@ -1,5 +1,5 @@
-//! The report: markdown written between markers into BENCHMARKS.md, so hand-written notes
-//! survive, and the targets the numbers are held to.
+//! The report: markdown written between markers into docs/performance.md, so the hand-written
+//! text around them survives, and the targets the numbers are held to.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -14,11 +14,12 @@ use crate::stats::{fmt_bytes, fmt_ns, Samples};
 pub const BEGIN_MARKER: &str = "<!-- make bench: generated from here -->";
 pub const END_MARKER: &str = "<!-- make bench: generated up to here -->";
 
-/// The targets of issue 6.
-pub const TARGET_MODULE_BYTES: u64 = 300 * 1024;
+/// The targets the numbers are held to. The module's is the project's size budget: the
+/// annotated module at most 512 KiB (524,288 bytes).
+pub const TARGET_MODULE_BYTES: u64 = 512 * 1024;
 pub const TARGET_TYPICAL_EDIT_NS: f64 = 150_000.0;
 pub const TARGET_WASM_NATIVE_RATIO: f64 = 3.0;
-/// Issue 6 asked for 30 ms; issue 16 for 20 ms and at most 6 MiB of guest memory at peak.
+/// A 2 MB object: at most 20 ms (p50, in the host) and 6 MiB of guest memory at peak.
 pub const TARGET_2MIB_NS: f64 = 20_000_000.0;
 pub const TARGET_2MIB_PEAK_BYTES: u64 = 6 * 1024 * 1024;
 
@@ -62,7 +63,7 @@ pub fn targets(report: &Report) -> Vec<TargetRow> {
     let (annotated, limit) = (report.sizes.annotated, TARGET_MODULE_BYTES);
     let measured = format!("{} annotated", fmt_bytes(annotated));
     row(
-        format!("module <= {}", fmt_bytes(limit)),
+        format!("annotated module <= {} (the size budget)", fmt_bytes(limit)),
         measured,
         annotated <= limit,
     );
@@ -453,7 +454,7 @@ pub fn splice(existing: Option<&str>, generated: &str) -> String {
             }
         }
     }
-    format!("# Benchmarks\n\n{block}\n")
+    format!("# Performance\n\n{block}\n")
 }
 
 #[cfg(test)]
@@ -463,9 +464,9 @@ mod tests {
     #[test]
     fn splice_keeps_what_is_around_the_markers() {
         let first = splice(None, "one");
-        assert!(first.starts_with("# Benchmarks"));
-        let edited =
-            first.replace("# Benchmarks\n", "# Benchmarks\n\nhand-written\n") + "\nnotes after\n";
+        assert!(first.starts_with("# Performance"));
+        let edited = first.replace("# Performance\n", "# Performance\n\nhand-written\n")
+            + "\nnotes after\n";
         let second = splice(Some(&edited), "two");
         assert!(second.contains("hand-written"));
         assert!(second.contains("notes after"));

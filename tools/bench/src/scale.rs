@@ -13,7 +13,7 @@ pub fn sweep_sizes(quick: bool) -> Vec<usize> {
     kib.iter().map(|k| k * 1024).collect()
 }
 
-/// MachinePools in the namespace, for the fleet rows (issue 16): a config UPDATE that needs
+/// MachinePools in the namespace, for the fleet rows: a config UPDATE that needs
 /// the pool list. The 1-pool row is the baseline the others' extra memory is counted from.
 pub fn fleet_sizes(quick: bool) -> Vec<usize> {
     if quick {
@@ -23,7 +23,7 @@ pub fn fleet_sizes(quick: bool) -> Vec<usize> {
     }
 }
 
-/// The targets of issue 16 for a namespace of 1,000 MachinePools.
+/// The targets for a namespace of 1,000 MachinePools.
 pub const TARGET_FLEET_POOLS: usize = 1_000;
 pub const TARGET_FLEET_NS: f64 = 2_000_000.0;
 pub const TARGET_FLEET_EXTRA_BYTES: u64 = 4 * 1024 * 1024;

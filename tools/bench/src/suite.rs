@@ -23,7 +23,7 @@ use crate::size::{compile_times, ModuleSizes};
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "bench",
-    about = "Benchmark the policy natively and in policy-host; write BENCHMARKS.md"
+    about = "Benchmark the policy natively and in policy-host; write docs/performance.md"
 )]
 pub struct Options {
     /// The annotated module (what ships).
@@ -36,7 +36,7 @@ pub struct Options {
     #[arg(long, value_name = "WASM", default_value = "policy.wasm")]
     pub optimized: PathBuf,
     /// The report file (its text outside the generated block is kept); `-` prints only.
-    #[arg(long, value_name = "PATH", default_value = "BENCHMARKS.md")]
+    #[arg(long, value_name = "PATH", default_value = "docs/performance.md")]
     pub output: String,
     /// The command shown in the report.
     #[arg(long, default_value = "make bench")]
@@ -80,7 +80,7 @@ pub fn main_input(key: &str) -> Result<Input> {
         "token" => inputs::token_rotation(10 * 1024),
         "edit" => inputs::config_edit(10 * 1024),
         "large" => inputs::many_files_one_changed(200),
-        // As kube-apiserver sends them: managedFields, kubectl's annotation (issue 16).
+        // As kube-apiserver sends them: managedFields, kubectl's annotation.
         "token-mf" => inputs::as_sent(main_input("token")?, Apply::ClientSide),
         "edit-mf" => inputs::as_sent(main_input("edit")?, Apply::ClientSide),
         "large-mf" => inputs::as_sent(main_input("large")?, Apply::ServerSide),
