@@ -465,8 +465,8 @@ mod tests {
     fn splice_keeps_what_is_around_the_markers() {
         let first = splice(None, "one");
         assert!(first.starts_with("# Performance"));
-        let edited = first.replace("# Performance\n", "# Performance\n\nhand-written\n")
-            + "\nnotes after\n";
+        let edited =
+            first.replace("# Performance\n", "# Performance\n\nhand-written\n") + "\nnotes after\n";
         let second = splice(Some(&edited), "two");
         assert!(second.contains("hand-written"));
         assert!(second.contains("notes after"));
