@@ -71,22 +71,28 @@ func TestCluster(t *testing.T) {
 		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
-	step(t, "CAPI brings a pool up and every controller write is admitted", c.bringUp)
-	step(t, "re-applying unchanged manifests is admitted without a warning", c.reapply)
-	step(t, "CABPK rotates the pool's token three times, each admitted without a warning", c.tokenRotations)
-	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", c.personEdits)
-	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", c.rotation)
-	step(t, "context-aware: an edit of the rotated-out config is admitted with the warning", c.contextAware)
-	step(t, "kubectl delete machinepool completes in every cascade, CAPI's and the garbage collector's deletes of its configs admitted", c.machinePoolDeletion)
-	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", c.replaceForce)
-	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", c.v1beta1Clients)
-	step(t, "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", c.outage)
-	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", c.rotateCommand)
-	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", c.clusterctlMove)
-	step(t, "no controller write was refused by the policy in the whole run", c.noControllerRefused)
+	// Each step names the earlier steps it builds on (Needs): one run alone, with
+	// `go test -run '^TestCluster$/^<its ID>:'`, runs them first.
+	framework.RunSteps(t, []framework.Step{
+		{ID: "bringUp", Name: "CAPI brings a pool up and every controller write is admitted", Run: c.bringUp},
+		{ID: "reapply", Name: "re-applying unchanged manifests is admitted without a warning", Needs: []string{"bringUp"}, Run: c.reapply},
+		{ID: "tokenRotations", Name: "CABPK rotates the pool's token three times, each admitted without a warning", Needs: []string{"bringUp"}, Run: c.tokenRotations},
+		{ID: "personEdits", Name: "a person's in-place edit is refused with the field paths and the rotation to do", Needs: []string{"bringUp"}, Run: c.personEdits},
+		{ID: "rotation", Name: "rotating configRef as the README says is admitted and CAPI rolls the new config", Needs: []string{"bringUp"}, Run: c.rotation},
+		{ID: "contextAware", Name: "context-aware: an edit of the rotated-out config is admitted with the warning", Needs: []string{"rotation"}, Run: c.contextAware},
+		{ID: "machinePoolDeletion", Name: "kubectl delete machinepool completes in every cascade, CAPI's and the garbage collector's deletes of its configs admitted", Needs: []string{"bringUp"}, Run: c.machinePoolDeletion},
+		{ID: "replaceForce", Name: "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", Needs: []string{"bringUp"}, Run: c.replaceForce},
+		{ID: "v1beta1Clients", Name: "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", Needs: []string{"bringUp"}, Run: c.v1beta1Clients},
+		{ID: "outage", Name: "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", Needs: []string{"rotation"}, Run: c.outage},
+		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp"}, Run: c.rotateCommand},
+		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: c.clusterctlMove},
+		// Stands alone: it reads the audit log of whatever ran before it.
+		{ID: "noControllerRefused", Name: "no controller write was refused by the policy in the whole run", Run: c.noControllerRefused},
+	})
 }
 
-// step runs a subtest and stops the test when it fails: every step builds on the ones before.
+// step runs a subtest and stops the test when it fails: a chain of steps each building on the
+// ones before (a provider's, a template's; the cases' own steps are framework.RunSteps').
 func step(t *testing.T, name string, f func(t *testing.T)) {
 	t.Helper()
 	if !t.Run(name, f) {

@@ -82,16 +82,17 @@ func kubewardenTools(t *testing.T) kubewarden {
 	return k
 }
 
-// stack is the management cluster with Kubewarden installed in front of CAPI.
+// stack is the management cluster with Kubewarden installed in front of CAPI. Its steps are
+// its own methods and, shared with TestCluster, testCluster's (promoted: s.reapply is
+// TestCluster's reapply, the policy's contextAware switched through Kubewarden).
 type stack struct {
-	*framework.ManagementCluster
+	*testCluster
 	tools kubewarden
 	node  *framework.Node
 	// registry is host:port of the test's OCI registry; module the policy's module in it.
 	registry, module string
 	// policyFile is policy.yaml with its module rewritten to the registry, in the artifacts.
 	policyFile string
-	bin        string
 	// root is the whole test: what a step starts (the registry) outlives the step.
 	root *testing.T
 	// stops are the times a policy-server Pod stopped (a rollout's end, a Pod deleted): a
@@ -126,7 +127,8 @@ func TestKubewardenStack(t *testing.T) {
 	a := testArtifacts(t)
 	ca := framework.NewCA(t)
 	started := time.Now()
-	s := &stack{ManagementCluster: framework.StartCAPI(t, a, bin, ca), tools: tools, bin: bin, root: t}
+	s := &stack{testCluster: &testCluster{ManagementCluster: framework.StartCAPI(t, a, bin, ca), bin: bin, ca: ca}, tools: tools, root: t}
+	s.setContextAware = s.patchContextAware
 	s.Policy = framework.ReadPolicy(t)
 	s.AddPerson(t, bin)
 	binaries := map[string]string{"kubewarden-controller": tools.controller, "policy-server": tools.policyServer}
@@ -139,27 +141,34 @@ func TestKubewardenStack(t *testing.T) {
 		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
-	step(t, "the charts installed: the controller and the default PolicyServer run from their Deployments", s.installCharts)
-	step(t, "the module pushed with kwctl and policy.yaml applied: the policy is active", s.applyPolicy)
-	step(t, "the controller's ValidatingWebhookConfiguration against the one the test builds by hand", s.compareWebhook)
-	step(t, "CAPI brings a pool up behind Kubewarden, every controller write admitted", s.bringUpPool)
-	step(t, "re-applying unchanged manifests is admitted without a warning", s.reapply)
-	step(t, "monitor: a person's in-place edit of the config in use is admitted, the refusal it would be only in policy-server's log", s.monitorEdit)
-	step(t, "kubectl patch to protect: the policy-server rolls out, CABPK's writes admitted, then the same edit is refused with the paths", s.protect)
-	step(t, "protect -> monitor is refused by the controller", s.protectToMonitor)
-	step(t, "a person's in-place edit is refused with the field paths and the rotation to do", s.personEdits)
-	step(t, "CABPK rotates the pool's token three times, each admitted without a warning", s.tokenRotations)
-	step(t, "rotating configRef as the README says is admitted and CAPI rolls the new config", s.rotation)
-	step(t, "the README's lookup RBAC bound to the chart's ServiceAccount: contextAware warns the rotated-out edit, refuses the referenced DELETE", s.contextAware)
-	step(t, "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", s.replicaDeleted)
-	step(t, "kubectl delete machinepool completes in every cascade, with and without contextAware, CAPI's and the garbage collector's deletes admitted", s.machinePoolDeletion)
-	step(t, "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", s.replaceForce)
-	step(t, "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", s.v1beta1Clients)
-	step(t, "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", s.outage)
-	step(t, "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role; a contract-breaking pool cannot be stored", s.auditScan)
-	step(t, "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", s.rotateCommand)
-	step(t, "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", s.clusterctlMove)
-	step(t, "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run; the controller wrote the webhook, kube-controller-manager made the Pods", s.noneRefused)
+	// Each step names the earlier steps it builds on (Needs): one run alone, with
+	// `go test -run '^TestKubewardenStack$/^<its ID>:'`, runs them first. The shared ones
+	// (reapply, personEdits, tokenRotations, rotation, v1beta1Clients, replaceForce,
+	// rotateCommand, clusterctlMove) are TestCluster's, run through Kubewarden; clusterctlMove
+	// moves to a second management cluster built as TestCluster's are.
+	framework.RunSteps(t, []framework.Step{
+		{ID: "installCharts", Name: "the charts installed: the controller and the default PolicyServer run from their Deployments", Run: s.installCharts},
+		{ID: "applyPolicy", Name: "the module pushed with kwctl and policy.yaml applied: the policy is active", Needs: []string{"installCharts"}, Run: s.applyPolicy},
+		{ID: "compareWebhook", Name: "the controller's ValidatingWebhookConfiguration against the one the test builds by hand", Needs: []string{"applyPolicy"}, Run: s.compareWebhook},
+		{ID: "bringUpPool", Name: "CAPI brings a pool up behind Kubewarden, every controller write admitted", Needs: []string{"applyPolicy"}, Run: s.bringUpPool},
+		{ID: "reapply", Name: "re-applying unchanged manifests is admitted without a warning", Needs: []string{"bringUpPool"}, Run: s.reapply},
+		{ID: "monitorEdit", Name: "monitor: a person's in-place edit of the config in use is admitted, the refusal it would be only in policy-server's log", Needs: []string{"bringUpPool"}, Run: s.monitorEdit},
+		{ID: "protect", Name: "kubectl patch to protect: the policy-server rolls out, CABPK's writes admitted, then the same edit is refused with the paths", Needs: []string{"monitorEdit"}, Run: s.protect},
+		{ID: "protectToMonitor", Name: "protect -> monitor is refused by the controller", Needs: []string{"protect"}, Run: s.protectToMonitor},
+		{ID: "personEdits", Name: "a person's in-place edit is refused with the field paths and the rotation to do", Needs: []string{"protect"}, Run: s.personEdits},
+		{ID: "tokenRotations", Name: "CABPK rotates the pool's token three times, each admitted without a warning", Needs: []string{"protect"}, Run: s.tokenRotations},
+		{ID: "rotation", Name: "rotating configRef as the README says is admitted and CAPI rolls the new config", Needs: []string{"protect"}, Run: s.rotation},
+		{ID: "contextAware", Name: "the README's lookup RBAC bound to the chart's ServiceAccount: contextAware warns the rotated-out edit, refuses the referenced DELETE", Needs: []string{"rotation"}, Run: s.contextAware},
+		{ID: "replicaDeleted", Name: "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", Needs: []string{"protect"}, Run: s.replicaDeleted},
+		{ID: "machinePoolDeletion", Name: "kubectl delete machinepool completes in every cascade, with and without contextAware, CAPI's and the garbage collector's deletes admitted", Needs: []string{"protect"}, Run: s.machinePoolDeletion},
+		{ID: "replaceForce", Name: "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", Needs: []string{"protect"}, Run: s.replaceForce},
+		{ID: "v1beta1Clients", Name: "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", Needs: []string{"protect"}, Run: s.v1beta1Clients},
+		{ID: "outage", Name: "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", Needs: []string{"protect"}, Run: s.outage},
+		{ID: "auditScan", Name: "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role; a contract-breaking pool cannot be stored", Needs: []string{"contextAware"}, Run: s.auditScan},
+		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"protect"}, Run: s.rotateCommand},
+		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: s.clusterctlMove},
+		{ID: "noneRefused", Name: "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run; the controller wrote the webhook, kube-controller-manager made the Pods", Needs: []string{"applyPolicy"}, Run: s.noneRefused},
+	})
 	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
 }
 
@@ -588,15 +597,9 @@ func (s *stack) protectToMonitor(t *testing.T) {
 	}
 }
 
-// testCluster is the stack as TestCluster's steps take it: those that do not restart the
-// test's own policy server run through Kubewarden unchanged.
-func (s *stack) testCluster() *testCluster {
-	return &testCluster{ManagementCluster: s.ManagementCluster, bin: s.bin, ca: s.CA, setContextAware: s.setContextAware}
-}
-
-// setContextAware: the person patches the policy's settings; the controller rolls the
+// patchContextAware: the person patches the policy's settings; the controller rolls the
 // policy-server out with them and the policy is active again.
-func (s *stack) setContextAware(t *testing.T, on bool) {
+func (s *stack) patchContextAware(t *testing.T, on bool) {
 	t.Helper()
 	changed := time.Now()
 	if r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p",
@@ -606,19 +609,6 @@ func (s *stack) setContextAware(t *testing.T, on bool) {
 	s.waitRolledOut(t, "policy-server-default", changed)
 	s.waitPolicy(t, "active", 2*time.Minute)
 }
-
-func (s *stack) reapply(t *testing.T)        { s.testCluster().reapply(t) }
-func (s *stack) personEdits(t *testing.T)    { s.testCluster().personEdits(t) }
-func (s *stack) tokenRotations(t *testing.T) { s.testCluster().tokenRotations(t) }
-func (s *stack) rotation(t *testing.T)       { s.testCluster().rotation(t) }
-func (s *stack) v1beta1Clients(t *testing.T) { s.testCluster().v1beta1Clients(t) }
-func (s *stack) replaceForce(t *testing.T)   { s.testCluster().replaceForce(t) }
-func (s *stack) rotateCommand(t *testing.T)  { s.testCluster().rotateCommand(t) }
-
-// clusterctlMove: TestCluster's move, from this cluster (its DELETEs judged through
-// Kubewarden) to a second management cluster built as TestCluster's are (the policy behind
-// POLICY_SERVER or policy-host there: one Kubewarden stack is what the test installs).
-func (s *stack) clusterctlMove(t *testing.T) { s.testCluster().clusterctlMove(t) }
 
 // contextAware: the README's ClusterRole and binding (to the chart's `policy-server`
 // ServiceAccount in kubewarden) applied by the person, then `contextAware: true` set in the
@@ -695,7 +685,7 @@ func (s *stack) replicaDeleted(t *testing.T) {
 // contextAware: true (set by the contextAware step), then with it false again, which the
 // person sets in the policy's settings (the controller rolls the policy-server out).
 func (s *stack) machinePoolDeletion(t *testing.T) {
-	c := s.testCluster()
+	c := s.testCluster
 	since := time.Now()
 	cases := []deletionCase{
 		{"del-ca-background", "background", true},
@@ -706,7 +696,7 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 		{"del-orphan", "orphan", false},
 	}
 	c.rotatedPools(t, cases)
-	c.deletePools(t, cases, true, func(on bool) { s.setContextAware(t, on) })
+	c.deletePools(t, cases, true, func(on bool) { s.patchContextAware(t, on) })
 	checkGarbageCollectorNotRefused(t, s.EventsSince(t, since), s.WebhookName())
 	s.CheckPersonAdmitted(t, since)
 	s.CheckControllersAdmitted(t, since)
