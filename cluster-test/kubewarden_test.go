@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -391,7 +390,7 @@ func (s *stack) compareWebhook(t *testing.T) {
 	}
 	var report []string
 	for _, f := range fields {
-		if equalJSON(f.real, f.hand) {
+		if framework.JSONEqual(f.real, f.hand) {
 			continue
 		}
 		line := fmt.Sprintf("%s: controller %s, by hand %s", f.name, compactJSON(f.real), compactJSON(f.hand))
@@ -414,15 +413,6 @@ func ptrValue[T any](p *T) any {
 		return nil
 	}
 	return *p
-}
-
-func equalJSON(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	var xa, ya any
-	_ = json.Unmarshal(x, &xa)
-	_ = json.Unmarshal(y, &ya)
-	return reflect.DeepEqual(xa, ya)
 }
 
 func compactJSON(v any) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -233,10 +234,15 @@ func StringList(v any) []string {
 	return out
 }
 
+// JSONEqual tells whether a and b are the same JSON: equal once each is marshalled and read
+// back (the test's one comparison of objects and fields, whatever Go types hold them).
 func JSONEqual(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
-	return string(x) == string(y)
+	var xa, ya any
+	_ = json.Unmarshal(x, &xa)
+	_ = json.Unmarshal(y, &ya)
+	return reflect.DeepEqual(xa, ya)
 }
 
 // names of the objects of a kind in the fleet's namespace, sorted.

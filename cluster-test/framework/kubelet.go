@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -182,7 +184,7 @@ func (n *Node) register(t *testing.T) {
 	_, err = n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: pointer(n.name), LeaseDurationSeconds: pointer[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
+			HolderIdentity: ptr.To(n.name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
 		},
 	}, metav1.CreateOptions{})
 	Must(t, err)
@@ -541,7 +543,7 @@ func (n *Node) updateStatus(ctx context.Context, pod *corev1.Pod, p *runningPod)
 	}
 	updated.Status.ContainerStatuses = []corev1.ContainerStatus{{
 		Name: p.container.Name, Image: p.container.Image, ImageID: p.container.Image, Ready: p.ready,
-		Started: pointer(!p.finished), RestartCount: p.restarts, State: state,
+		Started: ptr.To(!p.finished), RestartCount: p.restarts, State: state,
 	}}
 	if _, err := n.cp.Clientset.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		n.logf("update status of pod %s: %v", pod.Name, err)
@@ -558,7 +560,7 @@ func (n *Node) terminate(ctx context.Context, pod *corev1.Pod, p *runningPod) {
 		delete(n.pods, pod.UID)
 	}
 	err := n.cp.Clientset.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: pointer[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID},
+		GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &pod.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		n.logf("delete pod %s: %v", pod.Name, err)
@@ -830,5 +832,3 @@ func (n *Node) podToken(ctx context.Context, pod *corev1.Pod, projection *corev1
 	}
 	return token.Status.Token, nil
 }
-
-func pointer[T any](v T) *T { return &v }
