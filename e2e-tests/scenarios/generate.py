@@ -451,8 +451,8 @@ scenario("context-aware-lookup-fails",
          {"allowed": False, "code": 403, "warningsContain": ["MachinePool lookup failed, judged by ownerReferences only"],
           "auditAnnotationsContain": {"warnings": "cannot list resource \"machinepools\""}},
          settings=CA, session=[pools_exchange([], error="machinepools.cluster.x-k8s.io is forbidden: User \"system:serviceaccount:kubewarden:policy-server\" cannot list resource \"machinepools\"")])
-# Lazy lookups (issue 16): CAPI's frequent writes change nothing the policy compares, so they make
-# no host call at all. An empty replay session proves it: any lookup would fail and warn.
+# Lazy lookups: CAPI's frequent writes change nothing the policy compares, so they make no host
+# call at all. An empty replay session proves it: any lookup would fail and warn.
 scenario("context-aware-token-rotation-no-lookup",
          "contextAware: CABPK's token rotation (every ~7.5 min per pool) looks nothing up: allowed, no warning with an empty session",
          request("UPDATE", edited(old, lambda o: o["spec"]["joinConfiguration"]["discovery"]["bootstrapToken"].update(token="m2p7qd.h4j8k2l6n1r5t9w3")), old, user=sa(KUBEADM_BOOTSTRAP)),
@@ -575,8 +575,9 @@ scenario("context-aware-template-delete-referenced",
          {"allowed": False, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachineDeployment {NS}/workers-md-0]"]},
          settings=CA, session=[md_exchange("MachineDeployment", [live_md("MachineDeployment", TEMPLATE)]), md_exchange("MachineSet", [])])
 
-# --- CAPI's own machinery: provider controllers and defaulting webhooks (issue 14) ---------------
-# Each write below is what a provider does on its own (sources in src/provider_writes.rs).
+# --- CAPI's own machinery: provider controllers and defaulting webhooks ---------------------------
+# Each write below is what a provider does on its own (sources in src/capi/providers.rs and
+# src/capi/defaulters.rs).
 
 # CAPI v1.10's KubeadmConfig defaulter (bootstrap/kubeadm/internal/webhooks/kubeadmconfig.go,
 # admission.DefaulterRemoveUnknownOrOmitableFields) prunes zero-valued omitempty fields from every
@@ -697,7 +698,7 @@ scenario("settings-bad-path-refused",
          settings={"ignoredPaths": {"KubeadmConfig": ["spec.files[*.content"]}})
 
 
-# --- Requests as kube-apiserver sends them (issue 16) ----------------------------------------------
+# --- Requests as kube-apiserver sends them --------------------------------------------------------
 # The API server records who owns which field in metadata.managedFields, on object and oldObject
 # alike, and kubectl's client-side apply keeps the whole applied manifest in an annotation: often
 # as many bytes as the spec. No rule reads either, so each request below gets the answer of the
@@ -818,7 +819,7 @@ def yaml_scalar(value):
 
 
 
-# --- clusterctl move (issue 28): it deletes configs and templates still referenced, right after
+# --- clusterctl move: it deletes configs and templates still referenced, right after
 # annotating each clusterctl.cluster.x-k8s.io/delete-for-move; it creates them in the target with
 # their pool's ownerReference. Empty sessions: no lookup is made.
 def for_move(o):
@@ -899,7 +900,7 @@ scenario("kubeadmconfig-v1beta1-duration-changed",
          request("UPDATE", edited(c_stored, with_timeout("10m")), c_stored),
          {"allowed": False, "code": 403, "messageContains": ["[spec.joinConfiguration.discovery.timeout: Forbidden: changed]"]})
 
-# --- A GitOps repository still in v1beta1, on v1beta2 storage (issue 33) -------------------------
+# --- A GitOps repository still in v1beta1, on v1beta2 storage -------------------------------------
 # CAPI v1.11+ stores KubeadmConfig as v1beta2, which has no useExperimentalRetryJoin and holds
 # files[].append as a pointer that v1beta1's plain bool cannot set to false. Read back through
 # v1beta1, CAPI's down-conversion drops both and writes the hub's data into conversion-data
@@ -971,9 +972,9 @@ scenario("kubeadmconfig-v1beta1-zeros-readded-v1beta1-stored",
          {"allowed": True, "warnings": 0, "messageAbsent": True})
 
 
-# --- kubectl replace --force of a config in use (issue 34): a DELETE, then a CREATE under the same
-# name with another spec. CAPI adopts the new object, CABPK regenerates the same-named data secret
-# from it and the pool's dataSecretName does not change: nothing rolls out. Without lookups the
+# --- kubectl replace --force of a config in use: a DELETE, then a CREATE under the same name with
+# another spec. CAPI adopts the new object, CABPK regenerates the same-named data secret from it
+# and the pool's dataSecretName does not change: nothing rolls out. Without lookups the
 # DELETE is warned (deleteOwnedConfigs, default warn) and the CREATE cannot be told from a new
 # config; with contextAware the DELETE is refused while a live pool references the config.
 OWNED_DELETE = f"MachinePool {POOL} owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"
@@ -981,7 +982,7 @@ in_use = kubeadm_config("v1beta2")
 replace_delete = request("DELETE", None, in_use)
 replace_delete["options"].update(propagationPolicy="Background")
 scenario("replace-force-delete-in-use",
-         "regression (issue 34): the DELETE of kubectl replace --force of a config a pool uses, default mode: allowed with a warning naming the pool",
+         "the DELETE of kubectl replace --force of a config a pool uses, default mode: allowed with a warning naming the pool",
          replace_delete, {"allowed": True, "warnings": 1, "warningsContain": [OWNED_DELETE]})
 replaced = kubeadm_config("v1beta2", owned=False, status=False, sysctl="net.ipv4.ip_forward = 1\nvm.max_map_count = 524288")
 replaced["metadata"]["uid"] = "c41f0e6a-2b7d-4f3e-9a15-6d8e0b2c4a71"
@@ -1066,7 +1067,7 @@ scenario("settings-delete-owned-configs-refused",
          settings={"deleteOwnedConfigs": "block"})
 
 
-# Regression (cluster test, issue 33): `kubectl apply --server-side` over a client-side applied
+# Found by the cluster test: `kubectl apply --server-side` over a client-side applied
 # object first patches the last-applied annotation alone (field manager kubectl-last-applied),
 # then managedFields; read through v1beta1 the objects those write carry none of the dropped
 # fields the annotation names, which is no change of them: no warning.
