@@ -197,7 +197,7 @@ fn delete_of_a_referenced_config(
     assert_eq!(verdict.allowed, allowed);
     assert!(said(&verdict).contains(fragment), "{verdict:?}");
     // Without the context-aware mode, DELETE is accepted with a warning from the
-    // ownerReference alone (issue 34), and nothing is looked up.
+    // ownerReference alone, and nothing is looked up.
     let off = evaluate_with(
         &Settings::default(),
         &request("DELETE", None, Some(&old)),
