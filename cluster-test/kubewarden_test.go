@@ -18,123 +18,42 @@ import (
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
-
-// kubewarden are Kubewarden's own tools, as its users run them: .ci/run hands them on from
-// Kubewarden's release (KUBEWARDEN_CONTROLLER, POLICY_SERVER, KWCTL, KUBEWARDEN_CHARTS), run.sh
-// builds the chart renderer (cluster-test/kubewarden, Helm as a Go module: KUBEWARDEN_RENDER).
-type kubewarden struct {
-	controller, policyServer, kwctl, charts, render string
-	// auditScanner (AUDIT_SCANNER) is optional: without it the audit step is skipped.
-	auditScanner string
-}
-
-// The release names and namespace of Kubewarden's documentation (`helm install --namespace
-// kubewarden --create-namespace kubewarden-crds kubewarden/kubewarden-crds`, and so on), in
-// the order it installs the charts.
-var kubewardenCharts = []string{"kubewarden-crds", "kubewarden-controller", "kubewarden-defaults"}
-
-var (
-	policyServerGVK           = schema.GroupVersionKind{Group: "policies.kubewarden.io", Version: "v1", Kind: "PolicyServer"}
-	clusterAdmissionPolicyGVK = schema.GroupVersionKind{Group: "policies.kubewarden.io", Version: "v1", Kind: "ClusterAdmissionPolicy"}
-)
-
-// kubewardenTools are the tools from the environment; without one of them the test is skipped,
-// saying what did not run.
-func kubewardenTools(t *testing.T) kubewarden {
-	t.Helper()
-	k := kubewarden{
-		controller: os.Getenv("KUBEWARDEN_CONTROLLER"), policyServer: os.Getenv("POLICY_SERVER"),
-		kwctl: os.Getenv("KWCTL"), charts: os.Getenv("KUBEWARDEN_CHARTS"), render: os.Getenv("KUBEWARDEN_RENDER"),
-		auditScanner: os.Getenv("AUDIT_SCANNER"),
-	}
-	var missing []string
-	for name, value := range map[string]string{"KUBEWARDEN_CONTROLLER": k.controller, "POLICY_SERVER": k.policyServer, "KWCTL": k.kwctl, "KUBEWARDEN_CHARTS": k.charts} {
-		if value == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		t.Skipf("not run: Kubewarden's charts, controller and policy-server in front of CAPI (no %s; .ci/run sets them from Kubewarden's release)", strings.Join(missing, ", "))
-	}
-	if k.render == "" {
-		t.Fatal("KUBEWARDEN_RENDER is not set: run.sh builds the chart renderer (cluster-test/kubewarden) when KUBEWARDEN_CHARTS is set")
-	}
-	for _, tool := range []string{k.controller, k.policyServer, k.kwctl, k.render, filepath.Join(k.charts, "kubewarden-crds", "Chart.yaml")} {
-		if _, err := os.Stat(tool); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := exec.LookPath("docker-registry"); err != nil {
-		t.Fatal("no docker-registry (the test's OCI registry): .ci/system-packages kubewarden installs it")
-	}
-	return k
-}
 
 // stack is the management cluster with Kubewarden installed in front of CAPI. Its steps are
 // its own methods and, shared with TestCluster, testCluster's (promoted: s.reapply is
 // TestCluster's reapply, the policy's contextAware switched through Kubewarden).
 type stack struct {
 	*testCluster
-	tools kubewarden
-	node  *framework.Node
-	// registry is host:port of the test's OCI registry; module the policy's module in it.
-	registry, module string
-	// policyFile is policy.yaml with its module rewritten to the registry, in the artifacts.
-	policyFile string
-	// root is the whole test: what a step starts (the registry) outlives the step.
-	root *testing.T
-	// stops are the times a policy-server Pod stopped (a rollout's end, a Pod deleted): a
-	// request in flight to it then may fail open (noneRefused).
-	stops []window
-}
-
-// window is a span of time.
-type window struct{ from, to time.Time }
-
-func (w window) contains(t time.Time) bool { return !t.Before(w.from) && !t.After(w.to) }
-
-// reportStopFailures logs the requests since the time that failed open while a policy-server
-// Pod stopped, and records the window: policy-server 1.35 exits on SIGTERM without draining
-// and kube-apiserver keeps its connections to a Pod until they close, so a request in flight
-// to the stopping Pod is reset and, failurePolicy Ignore, admitted without the policy's answer.
-func (s *stack) reportStopFailures(t *testing.T, since time.Time) {
-	t.Helper()
-	s.stops = append(s.stops, window{since, time.Now()})
-	for _, e := range framework.FailedOpen(s.EventsSince(t, since), s.WebhookName()) {
-		t.Logf("failed open as a policy-server Pod stopped with the request in flight: %s", e)
-	}
+	*framework.Kubewarden
 }
 
 // TestKubewardenStack: Kubewarden installed as its charts install it, in front of CAPI, the
 // policy applied from policy.yaml and served from the module the real kwctl pushed to an OCI
 // registry; then the README's path, as a person follows it.
 func TestKubewardenStack(t *testing.T) {
-	tools := kubewardenTools(t)
+	tools := framework.FindKubewardenTools(t)
 	ctrllog.SetLogger(logr.Discard())
 	bin := clusterBinaries(t)
 	a := testArtifacts(t)
 	ca := framework.NewCA(t)
 	started := time.Now()
-	s := &stack{testCluster: &testCluster{ManagementCluster: framework.StartCAPI(t, a, bin, ca), bin: bin, ca: ca}, tools: tools, root: t}
-	s.setContextAware = s.patchContextAware
+	m := framework.StartCAPI(t, a, bin, ca)
+	s := &stack{testCluster: &testCluster{ManagementCluster: m, bin: bin, ca: ca}, Kubewarden: &framework.Kubewarden{Cluster: m, Tools: tools, Root: t}}
+	s.setContextAware = s.PatchContextAware
 	s.Policy = framework.ReadPolicy(t)
 	s.AddPerson(t, bin)
-	binaries := map[string]string{"kubewarden-controller": tools.controller, "policy-server": tools.policyServer}
-	if tools.auditScanner != "" {
-		binaries["audit-scanner"] = tools.auditScanner
+	binaries := map[string]string{"kubewarden-controller": tools.Controller, "policy-server": tools.PolicyServer}
+	if tools.AuditScanner != "" {
+		binaries["audit-scanner"] = tools.AuditScanner
 	}
-	s.node = framework.StartNode(t, a, s.CP, framework.KubewardenNamespace, binaries)
+	s.Node = framework.StartNode(t, a, s.CP, framework.KubewardenNamespace, binaries)
 	t.Logf("control plane and CAPI up in %s", time.Since(started).Round(time.Second))
 	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
 		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
@@ -171,40 +90,14 @@ func TestKubewardenStack(t *testing.T) {
 	t.Logf("TestKubewardenStack took %s", time.Since(started).Round(time.Second))
 }
 
-// render is `helm install`'s rendering of a chart with its default values (cluster-test/kubewarden).
-func (s *stack) render(t *testing.T, chart string) []*unstructured.Unstructured {
-	t.Helper()
-	cmd := exec.Command(s.tools.render, "-namespace", framework.KubewardenNamespace, "-kube-version", "v1.34.3", chart, filepath.Join(s.tools.charts, chart))
-	out, err := cmd.Output()
-	if err != nil {
-		stderr := ""
-		if e, ok := err.(*exec.ExitError); ok {
-			stderr = string(e.Stderr)
-		}
-		t.Fatalf("render %s: %v\n%s", chart, err, stderr)
-	}
-	framework.Must(t, os.WriteFile(s.Artifacts.Path(chart+".yaml"), out, 0o644))
-	return framework.ReadObjects(t, out)
-}
-
-// personClient is a client with the person's kubeconfig: helm runs as the person.
-func (s *stack) personClient(t *testing.T) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Person.Kubeconfig)
-	framework.Must(t, err)
-	c, err := client.New(cfg, client.Options{})
-	framework.Must(t, err)
-	return c
-}
-
 func (s *stack) installCharts(t *testing.T) {
 	ctx := context.Background()
-	c := s.personClient(t)
+	c := s.PersonClient(t)
 	// --create-namespace: Helm labels the namespace it creates with its name.
 	framework.Must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.KubewardenNamespace, Labels: map[string]string{"name": framework.KubewardenNamespace}}}))
-	for _, chart := range kubewardenCharts {
+	for _, chart := range framework.KubewardenCharts {
 		begin := time.Now()
-		objects := s.render(t, chart)
+		objects := s.Render(t, chart)
 		var crds []string
 		for _, obj := range objects {
 			namespaced, err := c.IsObjectNamespaced(obj)
@@ -222,72 +115,21 @@ func (s *stack) installCharts(t *testing.T) {
 		// helm install --wait: every Deployment of the chart available.
 		for _, obj := range objects {
 			if obj.GetKind() == "Deployment" {
-				s.waitDeployment(t, obj.GetName(), 3*time.Minute)
+				s.WaitDeployment(t, obj.GetName(), 3*time.Minute)
 			}
 		}
 		if chart == "kubewarden-defaults" {
 			// The default PolicyServer: the controller makes its Deployment.
-			s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+			s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
 		}
 		t.Logf("helm install %s: %d objects, ready in %s", chart, len(objects), time.Since(begin).Round(time.Second))
 	}
 }
 
-// waitDeployment waits for a Deployment of Kubewarden's namespace to be rolled out: every
-// replica updated and available, no old Pod left.
-func (s *stack) waitDeployment(t *testing.T, name string, timeout time.Duration) {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, d); err != nil {
-			return false, nil
-		}
-		replicas := int32(1)
-		if d.Spec.Replicas != nil {
-			replicas = *d.Spec.Replicas
-		}
-		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != replicas ||
-			d.Status.AvailableReplicas != replicas || d.Status.Replicas != replicas {
-			return false, nil
-		}
-		// And the old Pods gone, not only scaled away: a terminating policy-server still holds
-		// kube-apiserver's connections.
-		selector, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-		if err != nil {
-			return false, err
-		}
-		pods := &corev1.PodList{}
-		if err := s.CP.Client.List(ctx, pods, client.InNamespace(framework.KubewardenNamespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
-			return false, nil
-		}
-		return int32(len(pods.Items)) == replicas, nil
-	})
-	if err != nil {
-		t.Fatalf("Deployment %s/%s not rolled out after %s: %+v (node: %s, kube-controller-manager: %s)", framework.KubewardenNamespace, name, timeout, d.Status, s.Artifacts.Path("node.log"), s.CP.ControllerManager.Log)
-	}
-}
-
-// startRegistry runs Debian's docker-registry on 127.0.0.1, plain HTTP, its storage in the
-// artifacts, until the test ends.
-func (s *stack) startRegistry() string {
-	t := s.root
-	t.Helper()
-	port := framework.FreePort(t)
-	dir := s.Artifacts.Path("registry")
-	framework.Must(t, os.MkdirAll(filepath.Join(dir, "storage"), 0o755))
-	config := filepath.Join(dir, "config.yml")
-	framework.Must(t, os.WriteFile(config, []byte(fmt.Sprintf("version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%d\n", filepath.Join(dir, "storage"), port)), 0o644))
-	bin, err := exec.LookPath("docker-registry")
-	framework.Must(t, err)
-	p := framework.StartProcess(t, s.Artifacts, "docker-registry", bin, []string{"serve", config})
-	framework.WaitHTTP(t, p, fmt.Sprintf("http://127.0.0.1:%d/v2/", port), time.Minute, nil)
-	return fmt.Sprintf("127.0.0.1:%d", port)
-}
-
 func (s *stack) applyPolicy(t *testing.T) {
-	s.registry = s.startRegistry()
+	s.Registry = s.StartRegistry()
 	sources := s.Artifacts.Path("kwctl-sources.yaml")
-	framework.Must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.registry)), 0o644))
+	framework.Must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.Registry)), 0o644))
 	module, err := filepath.Abs(filepath.Join("..", "annotated-policy.wasm"))
 	framework.Must(t, err)
 	if m := os.Getenv("ANNOTATED_POLICY"); m != "" {
@@ -300,50 +142,31 @@ func (s *stack) applyPolicy(t *testing.T) {
 	if match == nil {
 		t.Fatal("policy.yaml has no `  module: registry://...` line")
 	}
-	s.module = "registry://" + s.registry + "/" + match[2]
-	push := exec.Command(s.tools.kwctl, "push", "--sources-path", sources, module, s.module)
+	s.Module = "registry://" + s.Registry + "/" + match[2]
+	push := exec.Command(s.Tools.Kwctl, "push", "--sources-path", sources, module, s.Module)
 	out, err := push.CombinedOutput()
 	if err != nil {
-		t.Fatalf("kwctl push %s: %v\n%s", s.module, err, out)
+		t.Fatalf("kwctl push %s: %v\n%s", s.Module, err, out)
 	}
-	t.Logf("kwctl push %s:\n%s", s.module, out)
+	t.Logf("kwctl push %s:\n%s", s.Module, out)
 
 	// The default PolicyServer may pull from the registry over plain HTTP, as a user with a
 	// private registry sets it (the chart's policyServer.insecureSources).
-	r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.registry))
+	r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.Registry))
 	if r.Err != nil {
 		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.Err, r.Stderr)
 	}
-	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
 
 	// policy.yaml with only its module changed.
-	s.policyFile = "policy.yaml"
-	rewritten := moduleLine.ReplaceAllString(original, "${1}"+s.module)
-	framework.Must(t, os.WriteFile(s.Artifacts.Path(s.policyFile), []byte(rewritten), 0o644))
-	r = s.Person.Run(t, "apply", "-f", s.policyFile)
+	s.PolicyFile = "policy.yaml"
+	rewritten := moduleLine.ReplaceAllString(original, "${1}"+s.Module)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path(s.PolicyFile), []byte(rewritten), 0o644))
+	r = s.Person.Run(t, "apply", "-f", s.PolicyFile)
 	if r.Err != nil {
 		t.Fatalf("kubectl apply -f policy.yaml: %v\n%s", r.Err, r.Stderr)
 	}
-	s.waitPolicy(t, "active", 3*time.Minute)
-}
-
-// waitPolicy waits for the ClusterAdmissionPolicy's status.policyStatus.
-func (s *stack) waitPolicy(t *testing.T, status string, timeout time.Duration) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.CP.Client.Get(ctx, client.ObjectKey{Name: s.Policy.Metadata.Name}, u); err != nil {
-			return false, nil
-		}
-		got, _, _ := unstructured.NestedString(u.Object, "status", "policyStatus")
-		return got == status, nil
-	})
-	if err != nil {
-		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", s.Policy.Metadata.Name, status, timeout,
-			framework.ToYAML(t, []*unstructured.Unstructured{u}), s.Artifacts.Path("pod-policy-server-default-*.log"))
-	}
-	return u
+	s.WaitPolicy(t, "active", 3*time.Minute)
 }
 
 // compareWebhook reports how the controller's ValidatingWebhookConfiguration differs from the
@@ -520,8 +343,8 @@ func (s *stack) protect(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the controller did not roll policy-server-default out after the switch to protect (generation %d)", generation)
 	}
-	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
-	s.waitPolicy(t, "active", 2*time.Minute)
+	s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.WaitPolicy(t, "active", 2*time.Minute)
 	rolledOut := time.Now()
 	t.Logf("policy-server-default rolled out in %s", rolledOut.Sub(since).Round(time.Second))
 
@@ -552,7 +375,7 @@ func (s *stack) protect(t *testing.T) {
 	tokens := s.WaitForTokens(t, 2, 2*time.Minute)
 	t.Logf("CABPK rotated pool-1-a's token under protect: %v", tokens)
 	events = s.EventsSince(t, since)
-	s.reportStopFailures(t, since)
+	s.ReportStopFailures(t, since)
 	s.CheckControllersAdmitted(t, since)
 }
 
@@ -581,23 +404,10 @@ func (s *stack) protectToMonitor(t *testing.T) {
 	} else {
 		t.Logf("refused by the controller's webhook: %s", refused[0])
 	}
-	policy := s.waitPolicy(t, "active", time.Minute)
+	policy := s.WaitPolicy(t, "active", time.Minute)
 	if got, _, _ := unstructured.NestedString(policy.Object, "spec", "mode"); got != "protect" {
 		t.Errorf("the policy's mode is %q, want protect", got)
 	}
-}
-
-// patchContextAware: the person patches the policy's settings; the controller rolls the
-// policy-server out with them and the policy is active again.
-func (s *stack) patchContextAware(t *testing.T, on bool) {
-	t.Helper()
-	changed := time.Now()
-	if r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p",
-		fmt.Sprintf(`{"spec":{"settings":{"contextAware":%t}}}`, on)); r.Err != nil {
-		t.Fatalf("kubectl patch clusteradmissionpolicy: %v\n%s", r.Err, r.Stderr)
-	}
-	s.waitRolledOut(t, "policy-server-default", changed)
-	s.waitPolicy(t, "active", 2*time.Minute)
 }
 
 // contextAware: the README's ClusterRole and binding (to the chart's `policy-server`
@@ -620,8 +430,8 @@ func (s *stack) contextAware(t *testing.T) {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 		}
 	}
-	s.waitRolledOut(t, "policy-server-default", since)
-	s.waitPolicy(t, "active", 2*time.Minute)
+	s.WaitRolledOut(t, "policy-server-default", since)
+	s.WaitPolicy(t, "active", 2*time.Minute)
 	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
 		r := s.Person.Run(t, "auth", "can-i", "list", resource, "-n", framework.Namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
 		if strings.TrimSpace(r.Stdout) != "yes" {
@@ -652,7 +462,7 @@ func (s *stack) replicaDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal("the controller did not scale policy-server-default to 2 replicas")
 	}
-	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
 	pods := &corev1.PodList{}
 	framework.Must(t, s.CP.Client.List(context.Background(), pods, client.InNamespace(framework.KubewardenNamespace), client.MatchingLabels{"kubewarden/policy-server": "default"}))
 	if len(pods.Items) != 2 {
@@ -665,8 +475,8 @@ func (s *stack) replicaDeleted(t *testing.T) {
 	}
 	tokens := s.WaitForTokens(t, 2, 2*time.Minute)
 	t.Logf("CABPK rotated the token after the Pod's deletion: %v", tokens)
-	s.waitDeployment(t, "policy-server-default", 3*time.Minute)
-	s.reportStopFailures(t, since)
+	s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
+	s.ReportStopFailures(t, since)
 	s.CheckControllersAdmitted(t, since)
 }
 
@@ -686,7 +496,7 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 		{"del-orphan", "orphan", false},
 	}
 	c.rotatedPools(t, cases)
-	c.deletePools(t, cases, true, func(on bool) { s.patchContextAware(t, on) })
+	c.deletePools(t, cases, true, func(on bool) { s.PatchContextAware(t, on) })
 	checkGarbageCollectorNotRefused(t, s.EventsSince(t, since), s.WebhookName())
 	s.CheckPersonAdmitted(t, since)
 	s.CheckControllersAdmitted(t, since)
@@ -698,7 +508,7 @@ func (s *stack) machinePoolDeletion(t *testing.T) {
 // audited failed-open; scaled back, the person's edit is refused again.
 func (s *stack) outage(t *testing.T) {
 	ps := &unstructured.Unstructured{}
-	ps.SetGroupVersionKind(policyServerGVK)
+	ps.SetGroupVersionKind(framework.PolicyServerGVK)
 	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Name: "default"}, ps))
 	replicas, _, _ := unstructured.NestedInt64(ps.Object, "spec", "replicas")
 	scale := func(n int64) {
@@ -716,7 +526,7 @@ func (s *stack) outage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the controller did not scale policy-server-default to %d", n)
 		}
-		s.waitDeployment(t, "policy-server-default", 3*time.Minute)
+		s.WaitDeployment(t, "policy-server-default", 3*time.Minute)
 	}
 	since := time.Now()
 	scale(0)
@@ -734,7 +544,7 @@ func (s *stack) outage(t *testing.T) {
 	}
 	t.Logf("CABPK's kubeadmconfigs writes admitted unjudged (failed-open): %d", unjudged)
 	scale(replicas)
-	s.stops = append(s.stops, window{since, time.Now()})
+	s.Stops = append(s.Stops, framework.Window{From: since, To: time.Now()})
 	r := s.editConfig(t, "262144", "524288")
 	if r.Err == nil || !strings.Contains(r.Stderr, fmt.Sprintf("admission webhook %q denied the request", s.WebhookName())) {
 		t.Errorf("with the policy-server back the edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
@@ -752,15 +562,15 @@ func (s *stack) outage(t *testing.T) {
 // are in no report: the policy's rule for them names `apiVersions: ["*"]`, and the audit
 // scanner skips a rule with a wildcard.
 func (s *stack) auditScan(t *testing.T) {
-	if s.tools.auditScanner == "" {
+	if s.Tools.AuditScanner == "" {
 		t.Skip("not run: the audit scanner (no AUDIT_SCANNER)")
 	}
-	results := s.runAuditScanner(t, "audit-scanner-once")
+	results := s.RunAuditScanner(t, "audit-scanner-once")
 	if len(results) != 0 {
 		t.Errorf("with the chart's RBAC the audit scanner reported %v; it may not list CAPI's kinds", results)
 	}
 	forbidden := 0
-	for _, log := range s.podLogs(t, "audit-scanner-once-") {
+	for _, log := range s.PodLogs(t, "audit-scanner-once-") {
 		forbidden += strings.Count(string(framework.ReadFile(t, log)), `cannot list resource \"machinepools\"`)
 	}
 	t.Logf("with the chart's RBAC, the audit scanner was refused the list of MachinePools %d times", forbidden)
@@ -783,7 +593,7 @@ subjects:
 		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.Err, r.Stderr)
 	}
 	s.plantContractBreakingPools(t)
-	results = s.runAuditScanner(t, "audit-scanner-twice")
+	results = s.RunAuditScanner(t, "audit-scanner-twice")
 	got, ok := results["MachinePool "+framework.PoolName]
 	if !ok {
 		t.Errorf("no audit result of the policy for MachinePool %s: %v (reports: %s)", framework.PoolName, results, s.Artifacts.Path("audit-reports-audit-scanner-twice.yaml"))
@@ -839,89 +649,6 @@ spec:
 	}
 }
 
-// runAuditScanner creates a Job from the audit-scanner CronJob, waits for it and returns the
-// policy's results from the fleet's OpenReports: "Kind name" -> "result message".
-func (s *stack) runAuditScanner(t *testing.T, name string) map[string]string {
-	t.Helper()
-	if r := s.Person.Run(t, "create", "job", "--from=cronjob/audit-scanner", name, "-n", framework.KubewardenNamespace); r.Err != nil {
-		t.Fatalf("kubectl create job: %v\n%s", r.Err, r.Stderr)
-	}
-	job := &batchv1.Job{}
-	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, job); err != nil {
-			return false, nil
-		}
-		for _, c := range job.Status.Conditions {
-			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil || job.Status.Succeeded != 1 {
-		t.Fatalf("the audit scanner's Job %s did not complete: %+v (logs: %v)", name, job.Status, s.podLogs(t, name+"-"))
-	}
-	reports := &unstructured.UnstructuredList{}
-	reports.SetGroupVersionKind(schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "ReportList"})
-	framework.Must(t, s.CP.Client.List(context.Background(), reports, client.InNamespace(framework.Namespace)))
-	framework.Must(t, os.WriteFile(s.Artifacts.Path("audit-reports-"+name+".yaml"), framework.ToYAML(t, reportItems(reports)), 0o644))
-	results := map[string]string{}
-	for _, report := range reports.Items {
-		kind, _, _ := unstructured.NestedString(report.Object, "scope", "kind")
-		object, _, _ := unstructured.NestedString(report.Object, "scope", "name")
-		items, _, _ := unstructured.NestedSlice(report.Object, "results")
-		for _, item := range items {
-			result, _ := item.(map[string]any)
-			if policy, _ := result["policy"].(string); strings.Contains(policy, s.Policy.Metadata.Name) {
-				results[kind+" "+object] = fmt.Sprintf("%v %v", result["result"], result["message"])
-			}
-		}
-	}
-	t.Logf("%s: the audit scanner's results for the policy in %s: %v", name, framework.Namespace, results)
-	return results
-}
-
-// podLogs are the logs of the Pods whose name starts with prefix.
-func (s *stack) podLogs(t *testing.T, prefix string) []string {
-	t.Helper()
-	logs, err := filepath.Glob(s.Artifacts.Path("pod-" + prefix + "*.log"))
-	framework.Must(t, err)
-	return logs
-}
-
-func reportItems(list *unstructured.UnstructuredList) []*unstructured.Unstructured {
-	var items []*unstructured.Unstructured
-	for i := range list.Items {
-		items = append(items, &list.Items[i])
-	}
-	return items
-}
-
-// waitRolledOut waits for the controller to change a Deployment after the time (a new
-// generation), then for the rollout.
-func (s *stack) waitRolledOut(t *testing.T, name string, since time.Time) {
-	t.Helper()
-	d := &appsv1.Deployment{}
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		rs := &appsv1.ReplicaSetList{}
-		if s.CP.Client.Get(ctx, client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: name}, d) != nil ||
-			s.CP.Client.List(ctx, rs, client.InNamespace(framework.KubewardenNamespace)) != nil {
-			return false, nil
-		}
-		for _, r := range rs.Items {
-			if r.CreationTimestamp.After(since.Add(-time.Second)) && metav1.IsControlledBy(&r, d) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("the controller did not roll %s out after %s: %v", name, since.Format(time.RFC3339), err)
-	}
-	s.waitDeployment(t, name, 3*time.Minute)
-	s.reportStopFailures(t, since)
-}
-
 // noneRefused: from the whole audit log, no write of CAPI's managers or of Kubewarden's
 // components (the ServiceAccounts of Kubewarden's namespace) was refused by an admission
 // webhook, and none failed open but while a policy-server Pod stopped (reported).
@@ -939,7 +666,7 @@ func (s *stack) noneRefused(t *testing.T) {
 	}
 	s.checkWriters(t, events)
 	for _, e := range framework.FailedOpen(events, s.WebhookName()) {
-		if slices.ContainsFunc(s.stops, func(w window) bool { return w.contains(e.RequestReceivedTimestamp) }) {
+		if slices.ContainsFunc(s.Stops, func(w framework.Window) bool { return w.Contains(e.RequestReceivedTimestamp) }) {
 			t.Logf("failed open while a policy-server Pod stopped or none ran: %s", e)
 		} else {
 			t.Errorf("admitted without the policy's answer, no policy-server stopping: %s", e)
