@@ -11,13 +11,10 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,7 +58,7 @@ func (c *testCluster) useContextAware(t *testing.T, on bool) {
 func TestCluster(t *testing.T) {
 	// envtest logs through controller-runtime's logger; the processes' own logs are the artifacts.
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
+	bin := framework.ClusterBinaries(t)
 	a := framework.NewArtifacts(t)
 	ca := framework.NewCA(t)
 	// Set-up runs in the test itself: what it starts lives until the whole test ends.
@@ -98,23 +95,6 @@ func step(t *testing.T, name string, f func(t *testing.T)) {
 	if !t.Run(name, f) {
 		t.Fatalf("step %q failed; later steps need it", name)
 	}
-}
-
-// clusterBinaries is build.sh's folder (CLUSTER_BIN, or build.sh run now).
-func clusterBinaries(t *testing.T) string {
-	t.Helper()
-	if bin := os.Getenv("CLUSTER_BIN"); bin != "" {
-		return bin
-	}
-	if os.Getenv("CAPI_MODULE_DIR") != "" {
-		// build.sh alone builds go.mod's CAPI release, not the one named.
-		t.Fatal("CAPI_MODULE_DIR is set but CLUSTER_BIN is not: run.sh sets both (build.sh <CAPI module> builds its binaries)")
-	}
-	out, err := exec.Command("./build.sh").Output()
-	if err != nil {
-		t.Fatalf("./build.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // --- the steps ---
@@ -333,7 +313,7 @@ func checkLookupVerdicts(t *testing.T, m *framework.ManagementCluster, patch str
 	}
 }
 
-// replaceForce: `kubectl replace --force` of the config pool-1 uses (issue 34), a DELETE then a
+// replaceForce: `kubectl replace --force` of the config pool-1 uses, a DELETE then a
 // CREATE under the same name with another spec. With contextAware: true the DELETE is refused
 // and nothing changes. By default both are admitted, the DELETE with the policy's warning: CAPI
 // adopts the new object and CABPK writes the data Secret of the same name from its spec, so the
@@ -453,7 +433,7 @@ func (c *testCluster) v1beta1Clients(t *testing.T) {
 	}
 
 	// Read back through v1beta1, the fields storage drops are gone: the re-applies above sent
-	// them again, and nothing was refused or warned (issue 33).
+	// them again, and nothing was refused or warned.
 	// CAPI's conversion marks what it converted down from storage: the policy's signal.
 	r := c.Person.Run(t, "get", "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io", "pool-2-a", "-n", framework.Namespace, "-o", "json")
 	var asV1beta1 unstructured.Unstructured
@@ -570,7 +550,7 @@ func (c *testCluster) outage(t *testing.T) {
 	// waits timeoutSeconds, then fails open; CAPI's writes are late, not lost.
 	timeout := time.Duration(*c.Policy.Spec.TimeoutSeconds) * time.Second
 	slow := time.Now()
-	stopHanging := hang(t, c.Server.Port)
+	stopHanging := framework.Hang(t, c.Server.Port)
 	tokens = c.WaitForTokens(t, 2, 3*time.Minute)
 	stopped := time.Now()
 	stopHanging()
@@ -608,35 +588,6 @@ func (c *testCluster) outage(t *testing.T) {
 		t.Errorf("requests failed open with the policy server back: %s", open[0])
 	}
 	c.CheckControllersAdmitted(t, up)
-}
-
-// hang listens on the policy server's port and holds every connection without a byte in
-// reply, until the returned function is called.
-func hang(t *testing.T, port int) func() {
-	t.Helper()
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	framework.Must(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, conn)
-			mu.Unlock()
-		}
-	}()
-	return func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, conn := range conns {
-			conn.Close()
-		}
-	}
 }
 
 func (c *testCluster) noControllerRefused(t *testing.T) {

@@ -40,8 +40,8 @@ type stack struct {
 func TestKubewardenStack(t *testing.T) {
 	tools := framework.FindKubewardenTools(t)
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
-	a := testArtifacts(t)
+	bin := framework.ClusterBinaries(t)
+	a := framework.ArtifactsForTest(t)
 	ca := framework.NewCA(t)
 	started := time.Now()
 	m := framework.StartCAPI(t, a, bin, ca)
@@ -151,7 +151,7 @@ func (s *stack) applyPolicy(t *testing.T) {
 	t.Logf("kwctl push %s:\n%s", s.Module, out)
 
 	// The default PolicyServer may pull from the registry over plain HTTP, as a user with a
-	// private registry sets it (the chart's policyServer.insecureSources).
+	// private registry sets it (the chart's PolicyServer.insecureSources).
 	r := s.Person.Run(t, "patch", "policyserver", "default", "--type", "merge", "-p", fmt.Sprintf(`{"spec":{"insecureSources":[%q]}}`, s.Registry))
 	if r.Err != nil {
 		t.Fatalf("kubectl patch policyserver default: %v\n%s", r.Err, r.Stderr)
@@ -444,7 +444,7 @@ func (s *stack) contextAware(t *testing.T) {
 }
 
 // replicaDeleted: the default PolicyServer scaled to two replicas (its `replicas`, the chart's
-// policyServer.replicaCount), then one of its Pods deleted as a person deletes one (kubectl
+// PolicyServer.replicaCount), then one of its Pods deleted as a person deletes one (kubectl
 // delete pod waits until it is gone) while CABPK rotates the pool's token: the other replica
 // answers, and kube-controller-manager's Deployment controller brings a new one up.
 func (s *stack) replicaDeleted(t *testing.T) {

@@ -54,7 +54,7 @@ var bootstrapProviders = []bootstrapProvider{
 		controlPlane: func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
 			// k3s' worker join needs the join token k3s' control plane provider writes.
 			m.CreateJoinToken(t)
-			testControlPlane(t)(m)
+			framework.CreateTestControlPlane(t)(m)
 			return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", framework.ClusterName),
 				schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
 				map[string]any{"ready": true, "initialized": true}
@@ -136,10 +136,10 @@ spec:
 // admitted. It failed while the policy used YAML 1.2's rules.
 func TestRKE2DefaulterNumbers(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
+	bin := framework.ClusterBinaries(t)
 	bp := rke2("rke2-v0.21.0", "v1.10")
 	bp.manifest = "rke2config-numbers.yaml"
-	bp.run(t, testArtifacts(t), bin)
+	bp.run(t, framework.ArtifactsForTest(t), bin)
 }
 
 // k3sManagerFlags: k3s' manager has a flag for its metrics only; its webhook server listens on
@@ -161,18 +161,18 @@ func k3sManagerFlags(s *framework.ManagerSetup) ([]string, string) {
 // own write (the worker join's bootstrap data) are admitted; a person's real edit is refused.
 func TestProviderWebhooks(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
-	a := testArtifacts(t)
+	bin := framework.ClusterBinaries(t)
+	a := framework.ArtifactsForTest(t)
 	for _, bp := range bootstrapProviders {
 		t.Run(bp.name, func(t *testing.T) { bp.run(t, a.Sub(t, bp.name), bin) })
 	}
 }
 
-// startCluster is startV1beta1Cluster with the provider's control plane, and what that
+// startCluster is StartV1beta1Cluster with the provider's control plane, and what that
 // control plane's status must be for a worker join.
 func (bp bootstrapProvider) startCluster(t *testing.T, a *framework.Artifacts, bin string) (m *framework.ManagementCluster, controlPlane schema.GroupVersionKind, status map[string]any) {
 	t.Helper()
-	m = startV1beta1Cluster(t, a, bin, func(m *framework.ManagementCluster) string {
+	m = framework.StartV1beta1Cluster(t, a, bin, func(m *framework.ManagementCluster) string {
 		ref, gvk, s := bp.controlPlane(t, m)
 		controlPlane, status = gvk, s
 		return ref
@@ -185,7 +185,7 @@ func (bp bootstrapProvider) install(t *testing.T, a *framework.Artifacts, m *fra
 	t.Helper()
 	p := bp.Provider
 	p.Module, p.Version = framework.PinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
-	installed := framework.InstallProvider(t, a, m.CP, m.CA, capiBinaries(t, bp.folder), p)
+	installed := framework.InstallProvider(t, a, m.CP, m.CA, framework.CAPIBinaries(t, bp.folder), p)
 	return "system:serviceaccount:" + strings.ReplaceAll(installed.ServiceAccount, "/", ":")
 }
 

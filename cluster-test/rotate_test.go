@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,25 +22,11 @@ type rolloutCheckResult struct {
 	code           int
 }
 
-func rolloutCheckBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("ROLLOUT_CHECK")
-	if bin == "" {
-		bin = filepath.Join("..", "target", "debug", "capi-rollout-check")
-	}
-	abs, err := filepath.Abs(bin)
-	framework.Must(t, err)
-	if _, err := os.Stat(abs); err != nil {
-		t.Fatalf("no capi-rollout-check at %s (ROLLOUT_CHECK=, or cargo build -p capi-rollout-check): %v", abs, err)
-	}
-	return abs
-}
-
 func (c *testCluster) rolloutCheck(t *testing.T, kubeconfig string, env []string, args ...string) rolloutCheckResult {
 	t.Helper()
 	all := append([]string{"rotate"}, args...)
 	all = append(all, "--kubeconfig", kubeconfig, "--kubectl", c.Person.Bin, "-n", framework.Namespace)
-	cmd := exec.Command(rolloutCheckBinary(t), all...)
+	cmd := exec.Command(framework.RolloutCheckBinary(t), all...)
 	cmd.Dir = c.Artifacts.Dir
 	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr strings.Builder

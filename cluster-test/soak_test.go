@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -43,7 +42,7 @@ import (
 func TestSoak(t *testing.T) {
 	pools := envInt(t, "SOAK_POOLS", 50)
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
+	bin := framework.ClusterBinaries(t)
 	a := framework.NewArtifacts(t)
 	m := framework.StartManagementCluster(t, a, bin, framework.NewCA(t), nil)
 	m.CreateCluster(t)
@@ -82,8 +81,8 @@ func TestSoakProviders(t *testing.T) {
 	pools := envInt(t, "SOAK_POOLS", 50)
 	providerPools := envInt(t, "SOAK_PROVIDER_POOLS", 3)
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
-	a := testArtifacts(t)
+	bin := framework.ClusterBinaries(t)
+	a := framework.ArtifactsForTest(t)
 	var providers []bootstrapProvider
 	for _, bp := range bootstrapProviders {
 		if bp.folder == "v1.10" {
@@ -233,7 +232,7 @@ func (f soakFleet) soak(t *testing.T, a *framework.Artifacts) {
 	}
 
 	// Side by side, under the same load: a person's config update, admitted by every variant.
-	person := personClient(t, m)
+	person := m.PersonClient(t)
 	latencies := []latencyRow{{name: "no admission"}}
 	framework.Must(t, m.CP.Client.Delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.Policy.PolicyID()}}))
 	latencies[0].durations = f.measureUpdates(t, person, applies)
@@ -501,16 +500,6 @@ func vmRSS(pid int) (int, bool) {
 }
 
 // --- a person's config update, timed ---
-
-func personClient(t *testing.T, m *framework.ManagementCluster) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", m.Person.Kubeconfig)
-	framework.Must(t, err)
-	cfg.QPS, cfg.Burst = 1000, 1000 // the client's own rate limit is not what is measured
-	c, err := client.New(cfg, client.Options{})
-	framework.Must(t, err)
-	return c
-}
 
 // measureUpdates times n merge patches of a label of the pools' in-use configs (what
 // `kubectl apply` of a manifest whose labels changed sends), round robin, after 10 not timed.

@@ -3,7 +3,6 @@ package clustertest
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -28,68 +27,6 @@ var (
 	machinePoolV1beta1GVK   = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta1", Kind: "MachinePool"}
 )
 
-// capiBinaries is capi/build.sh's folder of a module's managers (built now unless done).
-func capiBinaries(t *testing.T, folder string) string {
-	t.Helper()
-	out, err := exec.Command("capi/build.sh", folder).Output()
-	if err != nil {
-		t.Fatalf("capi/build.sh %s: %v", folder, err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// startV1beta1Cluster is a management cluster of CAPI v1.10.10 as clusterctl installs it (core
-// manager and CABPK from capi/v1.10, the test's infrastructure and control plane CRDs with
-// the v1beta1 contract's label), the policy in front; Cluster c1 on the control plane that
-// controlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
-// build.sh's folder (etcd, kube-apiserver, kubectl).
-func startV1beta1Cluster(t *testing.T, a *framework.Artifacts, bin string, controlPlane func(m *framework.ManagementCluster) (ref string)) *framework.ManagementCluster {
-	t.Helper()
-	ca := framework.NewCA(t)
-	m := &framework.ManagementCluster{Artifacts: a, CA: ca, PersonName: "jane@example.com"}
-	m.CP = framework.StartControlPlane(t, a, bin)
-	capiDir, capiVersion := framework.PinnedModule(t, filepath.Join("capi", "v1.10"), "sigs.k8s.io/cluster-api")
-	managers := capiBinaries(t, "v1.10")
-	m.CP.CreateAll(t, framework.ReadObjects(t, framework.ReadFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
-	infrastructure := framework.ReadObjects(t, framework.ReadFile(t, "testdata/infrastructure.yaml"))
-	var crds []string
-	for _, obj := range infrastructure {
-		if obj.GetKind() == "CustomResourceDefinition" {
-			// CAPI v1.10 looks a provider's version up by the v1beta1 contract's label.
-			labels := obj.GetLabels()
-			labels["cluster.x-k8s.io/v1beta1"] = "v1alpha1"
-			obj.SetLabels(labels)
-			crds = append(crds, obj.GetName())
-		}
-	}
-	m.CP.CreateAll(t, infrastructure)
-	framework.WaitEstablished(t, m.CP, append(crds, "providers.clusterctl.cluster.x-k8s.io"))
-	core := framework.InstallProvider(t, a, m.CP, ca, managers, framework.Provider{
-		Name: "capi-manager", Kustomization: "config/default", Module: capiDir, Version: capiVersion,
-		Inventory: framework.Inventory{Name: "cluster-api", Kind: "CoreProvider"},
-	})
-	kubeadm := framework.InstallProvider(t, a, m.CP, ca, managers, framework.Provider{
-		Name: "capi-kubeadm-bootstrap-manager", Kustomization: "bootstrap/kubeadm/config/default", Module: capiDir, Version: capiVersion,
-		ExtraArgs: []string{"--bootstrap-token-ttl=" + framework.TokenTTL.String()},
-		Inventory: framework.Inventory{Name: "kubeadm", Kind: "BootstrapProvider"},
-	})
-	m.CAPIManager = "system:serviceaccount:" + strings.ReplaceAll(core.ServiceAccount, "/", ":")
-	m.CABPK = "system:serviceaccount:" + strings.ReplaceAll(kubeadm.ServiceAccount, "/", ":")
-	m.CAPILog, m.CABPKLog = core.Process.Log, kubeadm.Process.Log
-	m.StartPolicy(t, bin, nil)
-
-	m.CreateClusterSecrets(t)
-	controlPlaneRef := controlPlane(m)
-	m.CP.CreateAll(t, []*unstructured.Unstructured{framework.Object(t, fmt.Sprintf(`
-apiVersion: cluster.x-k8s.io/v1beta1
-kind: Cluster
-metadata: {name: %s, namespace: %s}
-spec:
-  controlPlaneEndpoint: {host: %q, port: %d}
-  controlPlaneRef: %s`, framework.ClusterName, framework.Namespace, m.CP.Host, m.CP.Port, controlPlaneRef))})
-	return m
-}
-
 // TestV1beta1Era: the configs and a KubeadmConfigTemplate of the same spec, stored before CAPI
 // v1.10's defaulters ran. It found two misreadings, now fixed and kept here as regressions: the
 // template's defaulter fills format and imagePullPolicy, and the defaulters re-marshal
@@ -100,9 +37,9 @@ func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", true) }
 // KubeadmConfigTemplate of the same spec, stored with them, and the template's steps first.
 func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 	ctrllog.SetLogger(logr.Discard())
-	bin := clusterBinaries(t)
-	a := testArtifacts(t)
-	m := startV1beta1Cluster(t, a, bin, testControlPlane(t))
+	bin := framework.ClusterBinaries(t)
+	a := framework.ArtifactsForTest(t)
+	m := framework.StartV1beta1Cluster(t, a, bin, framework.CreateTestControlPlane(t))
 	controlPlane := schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"}
 
 	// Two configs with the zero values CAPI v1.10's defaulter prunes, stored before it
@@ -225,30 +162,6 @@ func v1beta1Era(t *testing.T, manifest string, withTemplate bool) {
 		m.CheckControllersAdmitted(t, time.Time{})
 		m.CheckControllersJudged(t, true)
 	})
-}
-
-// testArtifacts is newArtifacts' folder for this test alone, <artifacts>/<test name>: `make
-// cluster-test` runs it after TestCluster, whose logs stay in <artifacts>.
-func testArtifacts(t *testing.T) *framework.Artifacts {
-	t.Helper()
-	base := os.Getenv("CLUSTER_TEST_ARTIFACTS")
-	if base == "" {
-		base = filepath.Join("..", "target", "cluster-test")
-	}
-	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
-	return framework.NewArtifacts(t)
-}
-
-// testControlPlane creates the test's own control plane for Cluster c1.
-func testControlPlane(t *testing.T) func(m *framework.ManagementCluster) string {
-	return func(m *framework.ManagementCluster) string {
-		m.CP.CreateAll(t, []*unstructured.Unstructured{framework.Object(t, fmt.Sprintf(`
-apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
-kind: TestControlPlane
-metadata: {name: %s, namespace: %s}
-spec: {version: v1.34.3}`, framework.ClusterName, framework.Namespace))})
-		return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", framework.ClusterName)
-	}
 }
 
 // zeroValues are the paths of testdata/v1beta1/kubeadmconfig.yaml that CAPI v1.10's defaulter

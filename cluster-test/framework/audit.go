@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// auditEvent is what the test reads of the API server's audit log (audit.k8s.io/v1 Event).
+// AuditEvent is what the test reads of the API server's audit log (audit.k8s.io/v1 Event).
 type AuditEvent struct {
 	AuditID string `json:"auditID"`
 	Stage   string `json:"stage"`
@@ -37,7 +37,7 @@ type AuditEvent struct {
 	StageTimestamp           time.Time         `json:"stageTimestamp"`
 }
 
-// took is how long the API server took to answer the request.
+// Took is how long the API server took to answer the request.
 func (e AuditEvent) Took() time.Duration { return e.StageTimestamp.Sub(e.RequestReceivedTimestamp) }
 
 func (e AuditEvent) Resource() string {
@@ -70,7 +70,7 @@ func (e AuditEvent) String() string {
 	return fmt.Sprintf("%s %s %s %s -> %d %s", e.User.Username, e.Verb, e.Resource(), name, e.Code(), message)
 }
 
-// isWrite: the verbs an admission webhook sees.
+// IsWrite: the verbs an admission webhook sees.
 func (e AuditEvent) IsWrite() bool {
 	switch e.Verb {
 	case "create", "update", "patch", "delete":
@@ -111,7 +111,7 @@ func readAudit(t *testing.T, path string) []AuditEvent {
 	return events
 }
 
-// deniedBy: the events the webhook named refused (the API server's message for a webhook's
+// DeniedBy: the events the webhook named refused (the API server's message for a webhook's
 // refusal starts `admission webhook "<name>" denied the request`).
 func DeniedBy(events []AuditEvent, webhook string) []AuditEvent {
 	var denied []AuditEvent
@@ -123,7 +123,7 @@ func DeniedBy(events []AuditEvent, webhook string) []AuditEvent {
 	return denied
 }
 
-// failedOpen: the events the API server admitted without the webhook's answer
+// FailedOpen: the events the API server admitted without the webhook's answer
 // (failurePolicy Ignore): it annotates them failed-open.validating.webhook.admission.k8s.io/*.
 func FailedOpen(events []AuditEvent, webhook string) []AuditEvent {
 	var out []AuditEvent
@@ -138,7 +138,7 @@ func FailedOpen(events []AuditEvent, webhook string) []AuditEvent {
 	return out
 }
 
-// summarize prints the writes by user, verb and resource, with how many succeeded.
+// Summarize prints the writes by user, verb and resource, with how many succeeded.
 func Summarize(t *testing.T, title string, events []AuditEvent) {
 	t.Helper()
 	type key struct{ user, verb, resource string }
@@ -187,7 +187,7 @@ type verdict struct {
 	Warnings              int
 }
 
-// readVerdicts reads the validation lines of policy-host serve's logs (the real
+// ReadVerdicts reads the validation lines of policy-host serve's logs (the real
 // policy-server logs in its own format: then there are none, and ok is false).
 func ReadVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
 	t.Helper()
@@ -261,7 +261,7 @@ func (m *ManagementCluster) WebhookName() string {
 	return m.Policy.PolicyID() + ".kubewarden.admission"
 }
 
-// checkControllersAdmitted: no write of a controller identity since the time was refused by
+// CheckControllersAdmitted: no write of a controller identity since the time was refused by
 // the policy; the writes are printed by user, verb and resource.
 func (m *ManagementCluster) CheckControllersAdmitted(t *testing.T, since time.Time) {
 	t.Helper()
@@ -274,7 +274,7 @@ func (m *ManagementCluster) CheckControllersAdmitted(t *testing.T, since time.Ti
 	}
 }
 
-// checkControllersJudged: the policy server saw the controllers' requests, allowed every one
+// CheckControllersJudged: the policy server saw the controllers' requests, allowed every one
 // and warned none (from policy-host serve's log; the real policy-server's log is not read).
 func (m *ManagementCluster) CheckControllersJudged(t *testing.T, wantSeen bool) {
 	t.Helper()
@@ -299,7 +299,7 @@ func (m *ManagementCluster) CheckControllersJudged(t *testing.T, wantSeen bool) 
 	}
 }
 
-// checkPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
+// CheckPersonAdmittedExceptEdits: the person's writes since the time were admitted, but for
 // those the policy refused on purpose (their message names the in-place edit).
 func (m *ManagementCluster) CheckPersonAdmittedExceptEdits(t *testing.T, since time.Time) {
 	t.Helper()
@@ -329,7 +329,7 @@ func (m *ManagementCluster) personRefusals(t *testing.T, since time.Time) []Audi
 	return refused
 }
 
-// checkNoWarningsTo: controller-runtime logs every warning the API server returns to a
+// CheckNoWarningsTo: controller-runtime logs every warning the API server returns to a
 // manager (KubeAPIWarningLogger); none may come from the policy.
 func (m *ManagementCluster) CheckNoWarningsTo(t *testing.T, log string) {
 	t.Helper()
@@ -354,7 +354,7 @@ func (m *ManagementCluster) EventsSince(t *testing.T, since time.Time) []AuditEv
 	return out
 }
 
-// admittedWithoutWarning runs a person's kubectl command that must be admitted with no
+// AdmittedWithoutWarning runs a person's kubectl command that must be admitted with no
 // warning of the policy (the API server's own deprecation warnings aside).
 func (m *ManagementCluster) AdmittedWithoutWarning(t *testing.T, args ...string) {
 	t.Helper()
@@ -388,7 +388,7 @@ func (m *ManagementCluster) verdictsOn(t *testing.T, name string) string {
 	return strings.Join(lines, "\n")
 }
 
-// checkNotAnEdit: every write of the object since the time was admitted, and the policy found
+// CheckNotAnEdit: every write of the object since the time was admitted, and the policy found
 // no in-place edit in a controller's (its audit annotation controller-write names what it
 // would have refused a person).
 func (m *ManagementCluster) CheckNotAnEdit(t *testing.T, since time.Time, resource, name string) []AuditEvent {

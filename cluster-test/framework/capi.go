@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// provider is one of CAPI's managers as clusterctl installs it: the objects of its
+// Provider is one of CAPI's managers as clusterctl installs it: the objects of its
 // config/default kustomization, from the module go.mod pins, and the manager's own binary.
 type Provider struct {
 	Name string // the manager's binary in build.sh's folder
@@ -42,12 +42,12 @@ type Provider struct {
 	// flags, when set, are the manager's own flags for what CAPI's managers call
 	// --kubeconfig, --webhook-port, --webhook-cert-dir and --health-addr (another provider
 	// names them otherwise, or has none); it returns them with the URL that answers 200 once
-	// the manager is ready, and may change s. webhookPort 0 is a free port.
+	// the manager is ready, and may change s. WebhookPort 0 is a free port.
 	Flags       func(s *ManagerSetup) (args []string, ready string)
 	WebhookPort int
 }
 
-// managerSetup is what installProvider prepared for a manager's process.
+// ManagerSetup is what InstallProvider prepared for a manager's process.
 type ManagerSetup struct {
 	t                   *testing.T
 	Artifacts           *Artifacts
@@ -57,7 +57,7 @@ type ManagerSetup struct {
 	Env                 []string
 }
 
-// inventory is the provider's entry in clusterctl's inventory (a Provider object), which
+// Inventory is the provider's entry in clusterctl's inventory (a Provider object), which
 // `clusterctl move` reads in both clusters.
 type Inventory struct {
 	Name string // providerName: cluster-api, kubeadm
@@ -72,15 +72,15 @@ func (i Inventory) label() string {
 	return strings.ToLower(strings.TrimSuffix(i.Kind, "Provider")) + "-" + i.Name
 }
 
-// installed is what installProvider did: the manager's process and the webhook
+// installed is what InstallProvider did: the manager's process and the webhook
 // configurations it registered (after the manager was ready).
 type installed struct {
 	Process *Process
-	// serviceAccount is "namespace/name" of the manager's Deployment.
+	// ServiceAccount is "namespace/name" of the manager's Deployment.
 	ServiceAccount string
 }
 
-// installProvider builds the provider's config/default with kustomize, as CAPI's release
+// InstallProvider builds the provider's config/default with kustomize, as CAPI's release
 // builds the components clusterctl applies, and installs it on the API server: Namespace,
 // CRDs (their conversion webhooks pointed at the manager), ServiceAccount and RBAC, and,
 // once the manager runs with its ServiceAccount's token, its mutating and validating
@@ -377,7 +377,7 @@ func capiRelease(t *testing.T) (dir, version string) {
 	return PinnedModule(t, ".", "sigs.k8s.io/cluster-api")
 }
 
-// pinnedModule is a module that the Go module in folder (this one: ".", or one under capi/)
+// PinnedModule is a module that the Go module in folder (this one: ".", or one under capi/)
 // pins: its directory, read-only in the module cache, and its version. The folder comes from `go
 // mod download -json`, never from `go list -m`, which names none for a module not downloaded yet
 // (hack/go-modules.sh); the test runs with GOPROXY=off, so a module the builds did not fetch

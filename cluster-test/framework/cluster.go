@@ -39,7 +39,7 @@ var (
 	TokenPath        = []string{"spec", "joinConfiguration", "discovery", "bootstrapToken", "token"}
 )
 
-// createCluster creates Cluster c1 in the fleet's namespace: its CA and kubeconfig Secrets
+// CreateCluster creates Cluster c1 in the fleet's namespace: its CA and kubeconfig Secrets
 // (the workload cluster is this API server), and its control plane, marked initialized.
 func (m *ManagementCluster) CreateCluster(t *testing.T) {
 	t.Helper()
@@ -63,7 +63,7 @@ spec:
 
 }
 
-// createClusterSecrets creates the fleet's namespace and Cluster c1's CA and kubeconfig
+// CreateClusterSecrets creates the fleet's namespace and Cluster c1's CA and kubeconfig
 // Secrets (the workload cluster is this API server).
 func (m *ManagementCluster) CreateClusterSecrets(t *testing.T) {
 	t.Helper()
@@ -88,7 +88,7 @@ func (m *ManagementCluster) CreateClusterSecrets(t *testing.T) {
 	}
 }
 
-// secret: a Secret of the fleet's namespace.
+// Secret: a Secret of the fleet's namespace.
 func (m *ManagementCluster) Secret(t *testing.T, name string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
@@ -96,7 +96,7 @@ func (m *ManagementCluster) Secret(t *testing.T, name string) *corev1.Secret {
 	return s
 }
 
-// waitForTokens polls the in-use config until it has carried n distinct tokens (the first
+// WaitForTokens polls the in-use config until it has carried n distinct tokens (the first
 // is the one it has now).
 func (m *ManagementCluster) WaitForTokens(t *testing.T, n int, timeout time.Duration) []string {
 	t.Helper()
@@ -143,7 +143,7 @@ func (m *ManagementCluster) WaitFor(t *testing.T, gvk schema.GroupVersionKind, n
 	return u
 }
 
-// provisionInfrastructure marks the pool's TestMachinePool provisioned with no replicas, as
+// ProvisionInfrastructure marks the pool's TestMachinePool provisioned with no replicas, as
 // an infrastructure provider would.
 func (m *ManagementCluster) ProvisionInfrastructure(t *testing.T, name string) {
 	t.Helper()
@@ -154,7 +154,7 @@ func (m *ManagementCluster) ProvisionInfrastructure(t *testing.T, name string) {
 	m.MarkStatus(t, infra, map[string]any{"initialization": map[string]any{"provisioned": true}, "replicas": int64(0)})
 }
 
-// markStatus does what an infrastructure or control plane provider would: sets its status.
+// MarkStatus does what an infrastructure or control plane provider would: sets its status.
 func (m *ManagementCluster) MarkStatus(t *testing.T, u *unstructured.Unstructured, status map[string]any) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"status": status})
@@ -169,7 +169,7 @@ func (m *ManagementCluster) clusterCA(t *testing.T) (cert, key []byte) {
 	return ca.CAPEM, ca.keyPEM(t)
 }
 
-// serviceAccountOf: the ServiceAccount the README's ClusterRoleBinding grants the lookups to.
+// ServiceAccountOf: the ServiceAccount the README's ClusterRoleBinding grants the lookups to.
 func ServiceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1.Subject {
 	t.Helper()
 	for _, obj := range objects {
@@ -188,7 +188,7 @@ func ServiceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1
 	return rbacv1.Subject{}
 }
 
-// policyWarnings: the warnings kubectl printed, but for the API server's own deprecation
+// PolicyWarnings: the warnings kubectl printed, but for the API server's own deprecation
 // warnings of v1beta1 ("... is deprecated; use ...").
 func PolicyWarnings(stderr string) []string {
 	var out []string
@@ -245,7 +245,7 @@ func JSONEqual(a, b any) bool {
 	return reflect.DeepEqual(xa, ya)
 }
 
-// names of the objects of a kind in the fleet's namespace, sorted.
+// Names of the objects of a kind in the fleet's namespace, sorted.
 func (m *ManagementCluster) Names(t *testing.T, gvk schema.GroupVersionKind) []string {
 	t.Helper()
 	list := &unstructured.UnstructuredList{}

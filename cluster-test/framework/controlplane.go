@@ -46,7 +46,7 @@ type controlPlane struct {
 	Client    client.Client
 	Clientset *kubernetes.Clientset
 	auditLog  string
-	// controllerManager is kube-controller-manager's process.
+	// ControllerManager is kube-controller-manager's process.
 	ControllerManager *Process
 	// host and port of the API server, for the Cluster's controlPlaneEndpoint.
 	Host string
@@ -145,7 +145,7 @@ func (cp *controlPlane) waitServiceAccount(t *testing.T, namespace, name string)
 	}
 }
 
-// user is a person: a client certificate for name in groups, as kubectl uses it.
+// User is a person: a client certificate for name in groups, as kubectl uses it.
 func (cp *controlPlane) User(t *testing.T, a *Artifacts, name string, groups ...string) string {
 	t.Helper()
 	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
@@ -217,7 +217,7 @@ func (cp *controlPlane) createNamespace(t *testing.T, name string) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
 }
 
-// createAll creates the objects as the admin.
+// CreateAll creates the objects as the admin.
 func (cp *controlPlane) CreateAll(t *testing.T, objects []*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objects {
@@ -266,7 +266,7 @@ func (k kubectl) Run(t *testing.T, args ...string) KubectlResult {
 	return KubectlResult{Stdout: stdout.String(), Stderr: stderr.String(), Err: err}
 }
 
-// process is a server the test started; it is stopped by t.Cleanup, or earlier by stop.
+// Process is a server the test started; it is stopped by t.Cleanup, or earlier by stop.
 type Process struct {
 	name string
 	Cmd  *exec.Cmd
@@ -315,7 +315,7 @@ func (p *Process) exited() bool {
 	}
 }
 
-// waitHTTP polls url until it answers 200, failing early when the process exits.
+// WaitHTTP polls url until it answers 200, failing early when the process exits.
 func WaitHTTP(t *testing.T, p *Process, url string, timeout time.Duration, httpClient *http.Client) {
 	t.Helper()
 	if httpClient == nil {
@@ -338,7 +338,7 @@ func WaitHTTP(t *testing.T, p *Process, url string, timeout time.Duration, httpC
 	t.Fatalf("%s not ready at %s after %s (log: %s)", p.name, url, timeout, p.Log)
 }
 
-// certificates: one CA the test makes, and serving certificates for 127.0.0.1 signed by it,
+// Certificates: one CA the test makes, and serving certificates for 127.0.0.1 signed by it,
 // for the managers' webhook servers and the policy server.
 type Certificates struct {
 	CAPEM []byte
@@ -402,7 +402,7 @@ func (c *Certificates) serving(t *testing.T, dir string) (certFile, keyFile stri
 	return certFile, keyFile
 }
 
-// artifacts is the folder every process log, the audit log and the kubeconfigs go to; it is
+// Artifacts is the folder every process log, the audit log and the kubeconfigs go to; it is
 // kept after the run (target/cluster-test/ unless CLUSTER_TEST_ARTIFACTS says otherwise).
 type Artifacts struct{ Dir string }
 
@@ -426,7 +426,7 @@ func NewArtifacts(t *testing.T) *Artifacts {
 
 func (a *Artifacts) Path(name string) string { return filepath.Join(a.Dir, name) }
 
-// sub is a folder of its own, for a second cluster's logs.
+// Sub is a folder of its own, for a second cluster's logs.
 func (a *Artifacts) Sub(t *testing.T, name string) *Artifacts {
 	t.Helper()
 	dir := a.Path(name)
@@ -465,4 +465,16 @@ func Must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ArtifactsForTest is NewArtifacts' folder for this test alone, <artifacts>/<test name>: `make
+// cluster-test` runs it after TestCluster, whose logs stay in <artifacts>.
+func ArtifactsForTest(t *testing.T) *Artifacts {
+	t.Helper()
+	base := os.Getenv("CLUSTER_TEST_ARTIFACTS")
+	if base == "" {
+		base = filepath.Join("..", "target", "cluster-test")
+	}
+	t.Setenv("CLUSTER_TEST_ARTIFACTS", filepath.Join(base, t.Name()))
+	return NewArtifacts(t)
 }

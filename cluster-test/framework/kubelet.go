@@ -32,7 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// node stands in for a kubelet and the scheduler, for Kubewarden's Pods only: no container
+// Node stands in for a kubelet and the scheduler, for Kubewarden's Pods only: no container
 // runtime, no kubelet and no scheduler run in the cluster test. It registers a Node (its Lease
 // renewed, as a kubelet heartbeats, so that kube-controller-manager's node lifecycle controller
 // neither taints it nor evicts its Pods), binds the Pods of the namespace it serves whose image
@@ -115,7 +115,7 @@ var podListenFlags = map[string]func(ip string) (args, env []string){
 	},
 }
 
-// startNode registers the node and runs the Pods of namespace it has binaries for, until the
+// StartNode registers the node and runs the Pods of namespace it has binaries for, until the
 // test ends.
 func StartNode(t *testing.T, a *Artifacts, cp *controlPlane, namespace string, binaries map[string]string) *Node {
 	t.Helper()

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -42,7 +41,7 @@ var (
 	clusterAdmissionPolicyGVK = schema.GroupVersionKind{Group: "policies.kubewarden.io", Version: "v1", Kind: "ClusterAdmissionPolicy"}
 )
 
-// kubewardenTools are the tools from the environment; without one of them the test is skipped,
+// FindKubewardenTools are the tools from the environment; without one of them the test is skipped,
 // saying what did not run.
 func FindKubewardenTools(t *testing.T) KubewardenTools {
 	t.Helper()
@@ -75,7 +74,7 @@ func FindKubewardenTools(t *testing.T) KubewardenTools {
 	return k
 }
 
-// kubewardenStack is Kubewarden as the test installs it in a management cluster: its tools, the
+// Kubewarden is Kubewarden as the test installs it in a management cluster: its tools, the
 // kubelet stand-in that runs its Pods, the OCI registry that serves the policy's module.
 type Kubewarden struct {
 	Cluster *ManagementCluster
@@ -97,7 +96,7 @@ type Window struct{ From, To time.Time }
 
 func (w Window) Contains(t time.Time) bool { return !t.Before(w.From) && !t.After(w.To) }
 
-// reportStopFailures logs the requests since the time that failed open while a policy-server
+// ReportStopFailures logs the requests since the time that failed open while a policy-server
 // Pod stopped, and records the window: policy-server 1.35 exits on SIGTERM without draining
 // and kube-apiserver keeps its connections to a Pod until they close, so a request in flight
 // to the stopping Pod is reset and, failurePolicy Ignore, admitted without the policy's answer.
@@ -125,17 +124,7 @@ func (s *Kubewarden) Render(t *testing.T, chart string) []*unstructured.Unstruct
 	return ReadObjects(t, out)
 }
 
-// personClient is a client with the person's kubeconfig: helm runs as the person.
-func (s *Kubewarden) PersonClient(t *testing.T) client.Client {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.Cluster.Person.Kubeconfig)
-	Must(t, err)
-	c, err := client.New(cfg, client.Options{})
-	Must(t, err)
-	return c
-}
-
-// waitDeployment waits for a Deployment of Kubewarden's namespace to be rolled out: every
+// WaitDeployment waits for a Deployment of Kubewarden's namespace to be rolled out: every
 // replica updated and available, no old Pod left.
 func (s *Kubewarden) WaitDeployment(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
@@ -169,7 +158,7 @@ func (s *Kubewarden) WaitDeployment(t *testing.T, name string, timeout time.Dura
 	}
 }
 
-// startRegistry runs Debian's docker-registry on 127.0.0.1, plain HTTP, its storage in the
+// StartRegistry runs Debian's docker-registry on 127.0.0.1, plain HTTP, its storage in the
 // artifacts, until the test ends.
 func (s *Kubewarden) StartRegistry() string {
 	t := s.Root
@@ -186,7 +175,7 @@ func (s *Kubewarden) StartRegistry() string {
 	return fmt.Sprintf("127.0.0.1:%d", port)
 }
 
-// waitPolicy waits for the ClusterAdmissionPolicy's status.policyStatus.
+// WaitPolicy waits for the ClusterAdmissionPolicy's status.policyStatus.
 func (s *Kubewarden) WaitPolicy(t *testing.T, status string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
@@ -205,7 +194,7 @@ func (s *Kubewarden) WaitPolicy(t *testing.T, status string, timeout time.Durati
 	return u
 }
 
-// patchContextAware: the person patches the policy's settings; the controller rolls the
+// PatchContextAware: the person patches the policy's settings; the controller rolls the
 // policy-server out with them and the policy is active again.
 func (s *Kubewarden) PatchContextAware(t *testing.T, on bool) {
 	t.Helper()
@@ -218,7 +207,7 @@ func (s *Kubewarden) PatchContextAware(t *testing.T, on bool) {
 	s.WaitPolicy(t, "active", 2*time.Minute)
 }
 
-// runAuditScanner creates a Job from the audit-scanner CronJob, waits for it and returns the
+// RunAuditScanner creates a Job from the audit-scanner CronJob, waits for it and returns the
 // policy's results from the fleet's OpenReports: "Kind name" -> "result message".
 func (s *Kubewarden) RunAuditScanner(t *testing.T, name string) map[string]string {
 	t.Helper()
@@ -260,7 +249,7 @@ func (s *Kubewarden) RunAuditScanner(t *testing.T, name string) map[string]strin
 	return results
 }
 
-// podLogs are the logs of the Pods whose name starts with prefix.
+// PodLogs are the logs of the Pods whose name starts with prefix.
 func (s *Kubewarden) PodLogs(t *testing.T, prefix string) []string {
 	t.Helper()
 	logs, err := filepath.Glob(s.Cluster.Artifacts.Path("pod-" + prefix + "*.log"))
@@ -276,7 +265,7 @@ func reportItems(list *unstructured.UnstructuredList) []*unstructured.Unstructur
 	return items
 }
 
-// waitRolledOut waits for the controller to change a Deployment after the time (a new
+// WaitRolledOut waits for the controller to change a Deployment after the time (a new
 // generation), then for the rollout.
 func (s *Kubewarden) WaitRolledOut(t *testing.T, name string, since time.Time) {
 	t.Helper()

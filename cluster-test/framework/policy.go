@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,14 +45,14 @@ func ReadPolicy(t *testing.T) *clusterAdmissionPolicy {
 	return policy
 }
 
-// policyID is the id kubewarden-controller gives a ClusterAdmissionPolicy, in policies.yml,
+// PolicyID is the id kubewarden-controller gives a ClusterAdmissionPolicy, in policies.yml,
 // the webhook's path and the ValidatingWebhookConfiguration's name.
 func (p *clusterAdmissionPolicy) PolicyID() string { return "clusterwide-" + p.Metadata.Name }
 
-// kubewardenNamespace is where Kubewarden runs; the controller keeps it out of every webhook.
+// KubewardenNamespace is where Kubewarden runs; the controller keeps it out of every webhook.
 const KubewardenNamespace = "kubewarden"
 
-// webhookConfiguration is the ValidatingWebhookConfiguration kubewarden-controller writes for
+// WebhookConfiguration is the ValidatingWebhookConfiguration kubewarden-controller writes for
 // the ClusterAdmissionPolicy, with a URL instead of the policy-server's Service.
 func (p *clusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	sideEffects := admissionregistrationv1.SideEffectClassNone
@@ -85,7 +87,7 @@ func (p *clusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *ad
 	}
 }
 
-// policyServer is the server behind the webhook: Kubewarden's policy-server when
+// PolicyServer is the server behind the webhook: Kubewarden's policy-server when
 // POLICY_SERVER names one, `policy-host serve` otherwise, on the same command line.
 type PolicyServer struct {
 	policy    *clusterAdmissionPolicy
@@ -128,7 +130,7 @@ func NewPolicyServer(t *testing.T, a *Artifacts, certs *Certificates, policy *cl
 	return s
 }
 
-// policyHostBinary is POLICY_HOST, or the one `make host` builds.
+// PolicyHostBinary is POLICY_HOST, or the one `make host` builds.
 func PolicyHostBinary(t *testing.T) string {
 	t.Helper()
 	host := os.Getenv("POLICY_HOST")
@@ -142,7 +144,7 @@ func PolicyHostBinary(t *testing.T) string {
 
 func (s *PolicyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.Port) }
 
-// start writes policies.yml with policy.yaml's settings, changed by overrides, in mode
+// Start writes policies.yml with policy.yaml's settings, changed by overrides, in mode
 // protect, and starts the server; it returns once the server is ready.
 func (s *PolicyServer) Start(a *Artifacts, overrides map[string]any) {
 	t := s.root
@@ -194,7 +196,7 @@ func (s *PolicyServer) waitReady(t *testing.T) {
 	WaitHTTP(t, s.Process, fmt.Sprintf("http://127.0.0.1:%d/readiness", s.readiness), 3*time.Minute, nil)
 }
 
-// lookupsRBAC is the ClusterRole and binding the README documents for context-aware mode.
+// LookupsRBAC is the ClusterRole and binding the README documents for context-aware mode.
 func LookupsRBAC(t *testing.T) []byte {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
@@ -213,4 +215,33 @@ func RegisterWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPol
 	Must(t, err)
 	t.Logf("ValidatingWebhookConfiguration from policy.yaml:\n%s", out)
 	Must(t, cp.Client.Create(context.Background(), vwc))
+}
+
+// Hang listens on the policy server's port and holds every connection without a byte in
+// reply, until the returned function is called.
+func Hang(t *testing.T, port int) func() {
+	t.Helper()
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	Must(t, err)
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	return func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range conns {
+			conn.Close()
+		}
+	}
 }

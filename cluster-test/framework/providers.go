@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// labelAsPerson is a person's metadata-only update: kubectl label. When the policy refuses
+// LabelAsPerson is a person's metadata-only update: kubectl label. When the policy refuses
 // it, the failure shows the evidence: kubectl's answer, the stored spec (the request's
 // oldObject), the spec as the defaulter leaves it (its object) and the policy's verdicts.
 func (m *ManagementCluster) LabelAsPerson(t *testing.T, gvk schema.GroupVersionKind, name, file, provider string) {
@@ -63,7 +63,7 @@ func (m *ManagementCluster) defaulted(t *testing.T, file, kind, name string) *un
 	return u
 }
 
-// createJoinToken is Cluster c1's join token Secret, which RKE2's and k3s' control plane
+// CreateJoinToken is Cluster c1's join token Secret, which RKE2's and k3s' control plane
 // providers write (`<cluster>-token`, key value).
 func (m *ManagementCluster) CreateJoinToken(t *testing.T) {
 	t.Helper()
@@ -73,7 +73,7 @@ func (m *ManagementCluster) CreateJoinToken(t *testing.T) {
 	}))
 }
 
-// writeConfigs writes file in the artifacts folder: manifest's config once for each of names
+// WriteConfigs writes file in the artifacts folder: manifest's config once for each of names
 // (its NAME).
 func (m *ManagementCluster) WriteConfigs(t *testing.T, file, manifest string, names []string) string {
 	t.Helper()
@@ -86,7 +86,7 @@ func (m *ManagementCluster) WriteConfigs(t *testing.T, file, manifest string, na
 	return file
 }
 
-// bootstrapTemplate is a bootstrap config's template (<Kind>Template, the config's spec under
+// BootstrapTemplate is a bootstrap config's template (<Kind>Template, the config's spec under
 // spec.template.spec) and a MachineDeployment of no replicas on it, as a GitOps repository
 // keeps them; stored before the provider's defaulter with the pool's config.
 type BootstrapTemplate struct {
@@ -95,7 +95,7 @@ type BootstrapTemplate struct {
 	File string
 }
 
-// writeTemplate writes the template of the config manifest, its MachineDeployment and their
+// WriteTemplate writes the template of the config manifest, its MachineDeployment and their
 // TestMachineTemplate into one file of the artifacts folder.
 func (m *ManagementCluster) WriteTemplate(t *testing.T, configManifest, name string) BootstrapTemplate {
 	t.Helper()
@@ -135,7 +135,7 @@ spec: {template: {spec: {}}}`, tmpl.Name, Namespace))
 	return tmpl
 }
 
-// applyTemplate applies the file and waits for CAPI's MachineDeployment controller to take
+// ApplyTemplate applies the file and waits for CAPI's MachineDeployment controller to take
 // the template on (the Cluster's ownerReference on it), before the defaulter is back.
 func (m *ManagementCluster) ApplyTemplate(t *testing.T, tmpl BootstrapTemplate) {
 	t.Helper()
@@ -153,7 +153,7 @@ func (m *ManagementCluster) ApplyTemplate(t *testing.T, tmpl BootstrapTemplate) 
 	t.Logf("%s as stored before the defaulter:\n%s", tmpl.GVK.Kind, SpecYAML(t, stored))
 }
 
-// withoutDefaulter removes the MutatingWebhookConfigurations that default the resources
+// WithoutDefaulter removes the MutatingWebhookConfigurations that default the resources
 // (plurals of bootstrap.cluster.x-k8s.io) until the returned function puts them back: what is written
 // meanwhile is stored as it was sent, as by a release before the defaulter, or restored from
 // a backup while the provider was down.
@@ -196,7 +196,7 @@ func (m *ManagementCluster) WithoutDefaulter(t *testing.T, resources ...string) 
 	}
 }
 
-// pools writes the manifests of MachinePools named after their configs (a TestMachinePool
+// Pools writes the manifests of MachinePools named after their configs (a TestMachinePool
 // each), configRef of the kind and apiVersion given, as a v1beta1 GitOps repository has them.
 func (m *ManagementCluster) Pools(t *testing.T, configAPIVersion, configKind string, names ...string) string {
 	t.Helper()
@@ -226,7 +226,7 @@ spec: {providerIDList: []}`, name, Namespace, ClusterName, configAPIVersion, con
 	return file
 }
 
-// markV1beta1Ready does what the infrastructure provider of each pool and the control plane
+// MarkV1beta1Ready does what the infrastructure provider of each pool and the control plane
 // provider would under the v1beta1 contract: status.ready, and the control plane initialized.
 func (m *ManagementCluster) MarkV1beta1Ready(t *testing.T, controlPlane schema.GroupVersionKind, status map[string]any, pools ...string) {
 	t.Helper()
@@ -243,7 +243,7 @@ func (m *ManagementCluster) MarkV1beta1Ready(t *testing.T, controlPlane schema.G
 	m.MarkStatus(t, cp, status)
 }
 
-// specYAML is the object's spec, for the log.
+// SpecYAML is the object's spec, for the log.
 func SpecYAML(t *testing.T, u *unstructured.Unstructured) string {
 	t.Helper()
 	out, err := yaml.Marshal(u.Object["spec"])
