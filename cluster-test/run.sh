@@ -73,7 +73,7 @@ run_tests() {
 
 failed=()
 for module in "${capi_modules[@]}"; do
-	if [ "${CLUSTER_TEST_RUN:-}" = TestKubewardenStack ]; then break; fi # once, below
+	if [[ "${CLUSTER_TEST_RUN:-}" == *TestKubewardenStack* ]]; then break; fi # once, below
 	version=$(cd "$module" && pinned_version sigs.k8s.io/cluster-api)
 	if [ -n "${CAPI_VERSIONS:-}" ] && [[ " $CAPI_VERSIONS " != *" $version "* ]]; then continue; fi
 	bin=$(./build.sh "$module")
@@ -86,6 +86,8 @@ done
 # TestV1beta1Era, TestProviderWebhooks and TestRKE2DefaulterNumbers install their own CAPI
 # (v1.10.10) and providers: they run once, with this module's etcd, kube-apiserver and kubectl,
 # logs in ../target/cluster-test/<test>/. One alone: CLUSTER_TEST_RUN=TestV1beta1Era CAPI_VERSIONS=v1.12.10.
+# One step of TestCluster (cluster-test/README.md, "Layout, and one case alone"):
+# CLUSTER_TEST_RUN='^TestCluster$/^reapply:' CAPI_VERSIONS=v1.12.10.
 if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
 	run_tests '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' CLUSTER_BIN="$(./build.sh .)" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
@@ -94,8 +96,10 @@ fi
 # TestKubewardenStack (kubewarden_test.go): Kubewarden installed from its charts in front of
 # CAPI v1.12.10, once, logs in ../target/cluster-test/TestKubewardenStack/; it skips, saying
 # so, without Kubewarden's tools (KUBEWARDEN_CONTROLLER, POLICY_SERVER, KWCTL, KUBEWARDEN_CHARTS).
-if { [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; } || [ "${CLUSTER_TEST_RUN:-}" = TestKubewardenStack ]; then
-	run_tests '^TestKubewardenStack$' CLUSTER_BIN="$(./build.sh .)" \
+# One step of it: CLUSTER_TEST_RUN='^TestKubewardenStack$/^protect:' (the steps it needs run first).
+if { [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; } || [[ "${CLUSTER_TEST_RUN:-}" == *TestKubewardenStack* ]]; then
+	stack_run=${CLUSTER_TEST_RUN:-^TestKubewardenStack$}
+	run_tests "$stack_run" CLUSTER_BIN="$(./build.sh .)" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
 		failed+=("v1.12.10 (TestKubewardenStack; logs in ../target/cluster-test/TestKubewardenStack/)")
 fi
