@@ -218,7 +218,7 @@ func RegisterWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPol
 }
 
 // Hang listens on the policy server's port and holds every connection without a byte in
-// reply, until the returned function is called.
+// reply, until the returned function is called (or the test ends).
 func Hang(t *testing.T, port int) func() {
 	t.Helper()
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
@@ -236,12 +236,17 @@ func Hang(t *testing.T, port int) func() {
 			mu.Unlock()
 		}
 	}()
-	return func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, conn := range conns {
-			conn.Close()
-		}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			l.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, conn := range conns {
+				conn.Close()
+			}
+		})
 	}
+	t.Cleanup(stop)
+	return stop
 }
