@@ -28,11 +28,13 @@
 //! stored and their change is an edit as any other. (On v1.10 a client could store the
 //! annotation itself, and then change a dropped field unrefused: docs/stored-versions.md.)
 
+use crate::capi::kinds::TEMPLATE_SUFFIX;
 use crate::reader::json::read_document;
 use crate::reader::object::Object;
 
-/// One served version of a bootstrap kind: paths from the object's top, in the settings'
-/// pattern syntax (`[*]` any list element, `.*` any key of a map).
+/// One served version of a bootstrap kind: paths below the kind's spec ([`spec_root`] in front
+/// of each gives the path from the object's top), in the settings' pattern syntax (`[*]` any
+/// list element, `.*` any key of a map). A config kind and its template share their lists.
 #[derive(Debug)]
 pub struct ServedVersion {
     pub kind: &'static str,
@@ -41,6 +43,23 @@ pub struct ServedVersion {
     pub zero_is_absent: &'static [&'static str],
     /// Lost when the storage version is a newer one.
     pub dropped: &'static [&'static str],
+}
+
+impl ServedVersion {
+    /// Where its paths start: [`spec_root`] of its kind.
+    pub fn spec_root(&self) -> &'static str {
+        spec_root(self.kind)
+    }
+}
+
+/// Where a bootstrap kind's spec starts: `spec.` of a config, `spec.template.spec.` of a
+/// template.
+pub fn spec_root(kind: &str) -> &'static str {
+    if kind.ends_with(TEMPLATE_SUFFIX) {
+        "spec.template.spec."
+    } else {
+        "spec."
+    }
 }
 
 mod table;
@@ -126,30 +145,79 @@ mod tests {
                 other => panic!("storage-facts.txt:{}: unknown class {other}", n + 1),
             };
         }
+        // The paths below each kind's spec; a list two versions (a config's and its
+        // template's) share is written once.
+        let relative = |kind: &str, paths: &Paths| -> Vec<String> {
+            let root = spec_root(kind);
+            paths
+                .iter()
+                .map(|p| {
+                    p.strip_prefix(root)
+                        .unwrap_or_else(|| {
+                            panic!("storage-facts.txt: {kind} {p}: not below {root}")
+                        })
+                        .to_string()
+                })
+                .collect()
+        };
+        let mut lists: Vec<(Vec<String>, String)> = Vec::new();
+        let mut name_of = |paths: Vec<String>, name: String| -> String {
+            if paths.is_empty() {
+                return "&[]".to_string();
+            }
+            if let Some((_, known)) = lists.iter().find(|(p, _)| *p == paths) {
+                return known.clone();
+            }
+            lists.push((paths, name.clone()));
+            name
+        };
+        let mut entries = String::new();
+        for ((kind, version), (zero, dropped)) in &versions {
+            let constant = |class: &str| {
+                let mut name = String::new();
+                let mut previous = ' ';
+                for c in kind.chars() {
+                    if c.is_ascii_uppercase()
+                        && (previous.is_ascii_lowercase() || previous.is_ascii_digit())
+                    {
+                        name.push('_');
+                    }
+                    name.push(c.to_ascii_uppercase());
+                    previous = c;
+                }
+                format!("{name}_{}_{class}", version.to_ascii_uppercase())
+            };
+            let zero = name_of(relative(kind, zero), constant("ZERO_IS_ABSENT"));
+            let dropped = name_of(relative(kind, dropped), constant("DROPPED"));
+            writeln!(
+                entries,
+                "    ServedVersion {{\n        kind: {kind:?},\n        version: {version:?},\n        zero_is_absent: {zero},\n        dropped: {dropped},\n    }},"
+            )
+            .unwrap();
+        }
         let mut out = String::from(
             "//! Generated from cluster-test/testdata/storage-facts.txt by the test\n\
              //! `conversion::tests::the_table_is_the_storage_facts`; do not edit by hand.\n\n\
              use super::ServedVersion;\n\n\
              pub const SERVED_VERSIONS: &[ServedVersion] = &[\n",
         );
-        for ((kind, version), (zero, dropped)) in &versions {
-            let list = |paths: &Paths| -> String {
-                let mut s = String::from("&[\n");
-                for p in paths {
-                    writeln!(s, "            {p:?},").unwrap();
-                }
-                s + "        ]"
-            };
-            writeln!(
-                out,
-                "    ServedVersion {{\n        kind: {kind:?},\n        version: {version:?},\n        zero_is_absent: {},\n        dropped: {},\n    }},",
-                list(zero),
-                list(dropped)
-            )
-            .unwrap();
-        }
+        out.push_str(&entries);
         out.push_str("];\n");
-        out.replace("&[\n        ]", "&[]")
+        for (paths, name) in &lists {
+            // As rustfmt writes it: on one line when the list is short.
+            let items: Vec<String> = paths.iter().map(|p| format!("{p:?}")).collect();
+            let line = format!("const {name}: &[&str] = &[{}];", items.join(", "));
+            if items.join(", ").len() + 2 <= 60 && line.len() <= 100 {
+                writeln!(out, "\n{line}").unwrap();
+                continue;
+            }
+            writeln!(out, "\nconst {name}: &[&str] = &[").unwrap();
+            for item in &items {
+                writeln!(out, "    {item},").unwrap();
+            }
+            out.push_str("];\n");
+        }
+        out
     }
 
     #[test]
@@ -170,13 +238,18 @@ mod tests {
 
     #[test]
     fn the_facts_the_rules_rely_on() {
+        let full = |v: &ServedVersion, paths: &[&str]| -> Vec<String> {
+            paths
+                .iter()
+                .map(|p| format!("{}{p}", v.spec_root()))
+                .collect()
+        };
         let kubeadm = served_version("KubeadmConfig", "v1beta1").unwrap();
-        assert!(kubeadm.dropped.contains(&"spec.useExperimentalRetryJoin"));
-        assert!(kubeadm.zero_is_absent.contains(&"spec.files[*].append"));
+        assert!(full(kubeadm, kubeadm.dropped).contains(&"spec.useExperimentalRetryJoin".into()));
+        assert!(full(kubeadm, kubeadm.zero_is_absent).contains(&"spec.files[*].append".into()));
         let template = served_version("KubeadmConfigTemplate", "v1beta1").unwrap();
-        assert!(template
-            .dropped
-            .contains(&"spec.template.spec.useExperimentalRetryJoin"));
+        assert!(full(template, template.dropped)
+            .contains(&"spec.template.spec.useExperimentalRetryJoin".into()));
         assert!(served_version("KubeadmConfig", "v1beta2")
             .unwrap()
             .dropped

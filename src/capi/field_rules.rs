@@ -9,16 +9,22 @@ use crate::capi::paths::{FieldPath, PathPattern};
 pub struct FieldRules {
     pub ignored: Vec<PathPattern>,
     pub fill_once: Vec<PathPattern>,
-    /// Patterns (the settings' syntax) of the fields whose zero value the request's version
-    /// cannot tell from absence. Parsed only when a zero is added, which is rare: most requests
-    /// pay nothing for a list that can be a hundred paths long.
+    /// Patterns (the settings' syntax, below `zero_is_absent_root`) of the fields whose zero
+    /// value the request's version cannot tell from absence. Parsed only when a zero is added,
+    /// which is rare: most requests pay nothing for a list that can be a hundred paths long.
     pub zero_is_absent: &'static [&'static str],
+    /// What the paths of `zero_is_absent` are below (`spec.`, `spec.template.spec.`).
+    pub zero_is_absent_root: &'static str,
 }
 
 impl FieldRules {
     pub(crate) fn zero_is_absent_at(&self, path: &FieldPath) -> bool {
-        self.zero_is_absent
-            .iter()
-            .any(|p| PathPattern::parse(p).is_ok_and(|p| p.matches(path)))
+        let mut pattern = String::new();
+        self.zero_is_absent.iter().any(|p| {
+            pattern.clear();
+            pattern.push_str(self.zero_is_absent_root);
+            pattern.push_str(p);
+            PathPattern::parse(&pattern).is_ok_and(|p| p.matches(path))
+        })
     }
 }

@@ -279,6 +279,7 @@ fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules 
         ignored: machine_only.to_vec(),
         fill_once: fill_once.to_vec(),
         zero_is_absent: &[],
+        zero_is_absent_root: "",
     }
 }
 

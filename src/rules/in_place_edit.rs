@@ -74,13 +74,14 @@ pub fn with_conversion(
         return (rules, Vec::new());
     };
     rules.zero_is_absent = served.zero_is_absent;
+    rules.zero_is_absent_root = served.spec_root();
     let mut dropped = Vec::new();
     if old_object.is_some_and(|o| converted_from_another_version(o, &group_kind.group, version)) {
         dropped.extend(
             served
                 .dropped
                 .iter()
-                .filter_map(|p| PathPattern::parse(p).ok()),
+                .filter_map(|p| PathPattern::parse(&format!("{}{p}", served.spec_root())).ok()),
         );
         rules.ignored.extend(dropped.iter().cloned());
     }
