@@ -103,7 +103,8 @@ pub fn check_dropped(
         return None;
     }
     let manifest = old_object?.last_applied?.to_str();
-    let manifest: serde_json::Value = serde_json::from_str(&manifest).ok()?;
+    // From bytes, as `serde_message` parses: one instance of serde_json's `Value` parser.
+    let manifest: serde_json::Value = serde_json::from_slice(manifest.as_bytes()).ok()?;
     let applied = manifest.get("spec").map(Node::from_value);
     let mut changed: Vec<String> = Vec::new();
     for pattern in dropped {
