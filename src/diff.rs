@@ -17,11 +17,9 @@
 
 use serde_json::Value;
 
+use crate::capi::field_rules::FieldRules;
 use crate::capi::paths::{FieldPath, PathPattern, Segment, Step};
 use crate::reader::json::{Node, Str, Unescaped};
-
-/// The non-compared fields of a kind: a CAPI fact, kept with them.
-pub use crate::capi::field_rules::FieldRules;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {

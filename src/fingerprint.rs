@@ -10,7 +10,8 @@
 
 use serde_json::Value;
 
-use crate::diff::{write_canonical_form, CanonicalSink, FieldRules};
+use crate::capi::field_rules::FieldRules;
+use crate::diff::{write_canonical_form, CanonicalSink};
 use crate::reader::json::{Node, Str};
 
 /// The longest name a CRD object may have (a DNS subdomain).

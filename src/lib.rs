@@ -10,7 +10,7 @@
 //! [`diff`], [`fingerprint`], [`settings`], [`verdict`], [`lookups`]. Public: what the tools
 //! and tests of this repository use.
 
-mod capi;
+pub mod capi;
 pub mod diff;
 pub mod engine;
 pub mod fingerprint;
@@ -24,9 +24,8 @@ pub mod settings;
 pub mod verdict;
 mod webhooks;
 
-/// The CAPI facts the tools use, at the paths they always had.
-pub use capi::{config_ref, kinds, paths, providers};
-
+#[cfg(feature = "wapc")]
+use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 #[cfg(feature = "wapc")]
 use kubewarden_policy_sdk::wapc_guest::{self as guest, CallResult};
 
@@ -59,7 +58,43 @@ fn validate(payload: &[u8]) -> CallResult {
 
 #[cfg(feature = "wapc")]
 fn validate_settings(payload: &[u8]) -> CallResult {
-    Ok(serde_json::to_vec(&settings::validate_settings_payload(
-        payload,
-    ))?)
+    Ok(serde_json::to_vec(&validate_settings_payload(payload))?)
+}
+
+/// The `validate_settings` answer: never an error, always a verdict naming the problem.
+#[cfg(feature = "wapc")]
+pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
+    match settings::settings_from_payload(payload) {
+        Ok(_) => SettingsValidationResponse {
+            valid: true,
+            message: None,
+        },
+        Err(message) => SettingsValidationResponse {
+            valid: false,
+            message: Some(message),
+        },
+    }
+}
+
+#[cfg(all(test, feature = "wapc"))]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::valid(br#"{"inPlaceEdits": "warn"}"#.as_slice(), true, None)]
+    #[case::invalid(br#"{"inPlaceEdits": "nope"}"#.as_slice(), false, Some("inPlaceEdits: unknown value \"nope\""))]
+    #[case::not_json(b"{".as_slice(), false, Some("settings are not valid JSON"))]
+    fn validate_settings_entry_point(
+        #[case] payload: &[u8],
+        #[case] valid: bool,
+        #[case] fragment: Option<&str>,
+    ) {
+        let response = validate_settings_payload(payload);
+        assert_eq!(response.valid, valid);
+        match fragment {
+            Some(f) => assert!(response.message.unwrap().contains(f)),
+            None => assert!(response.message.is_none()),
+        }
+    }
 }

@@ -5,16 +5,14 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-#[cfg(feature = "wapc")]
-use kubewarden_policy_sdk::settings::SettingsValidationResponse;
 use serde_json::Value;
 
+use crate::capi::field_rules::FieldRules;
 use crate::capi::kinds::{is_machine_pool, GroupKind, BOOTSTRAP_GROUP, TEMPLATE_SUFFIX};
 use crate::capi::paths::PathPattern;
 use crate::capi::providers::{
     default_field_rules, provider_of, DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
 };
-use crate::diff::FieldRules;
 use crate::reader::json::{read_document, serde_message, Node, Str};
 
 /// What to do with a finding of one rule family.
@@ -526,21 +524,6 @@ pub fn settings_from_payload(payload: &[u8]) -> Result<Settings, String> {
     Settings::from_node(&settings)
 }
 
-/// The `validate_settings` entry point: never an error, always a verdict naming the problem.
-#[cfg(feature = "wapc")]
-pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
-    match settings_from_payload(payload) {
-        Ok(_) => SettingsValidationResponse {
-            valid: true,
-            message: None,
-        },
-        Err(message) => SettingsValidationResponse {
-            valid: false,
-            message: Some(message),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,22 +623,5 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.matches("; ").count(), 2, "{error}");
-    }
-
-    #[rstest]
-    #[case::valid(br#"{"inPlaceEdits": "warn"}"#.as_slice(), true, None)]
-    #[case::invalid(br#"{"inPlaceEdits": "nope"}"#.as_slice(), false, Some("inPlaceEdits: unknown value \"nope\""))]
-    #[case::not_json(b"{".as_slice(), false, Some("settings are not valid JSON"))]
-    fn validate_settings_entry_point(
-        #[case] payload: &[u8],
-        #[case] valid: bool,
-        #[case] fragment: Option<&str>,
-    ) {
-        let response = validate_settings_payload(payload);
-        assert_eq!(response.valid, valid);
-        match fragment {
-            Some(f) => assert!(response.message.unwrap().contains(f)),
-            None => assert!(response.message.is_none()),
-        }
     }
 }

@@ -9,12 +9,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use capi_bootstrap_rollout_policy::host_lookups::HOST_CAPABILITIES;
-use capi_bootstrap_rollout_policy::kinds::{BOOTSTRAP_GROUP, CAPI_GROUP};
-use capi_bootstrap_rollout_policy::lookups::{CONFIG_FIELDS, MACHINE_POOL_FIELDS};
-use capi_bootstrap_rollout_policy::providers::{
+use capi_bootstrap_rollout_policy::capi::kinds::{BOOTSTRAP_GROUP, CAPI_GROUP};
+use capi_bootstrap_rollout_policy::capi::providers::{
     DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
 };
+use capi_bootstrap_rollout_policy::host_lookups::HOST_CAPABILITIES;
+use capi_bootstrap_rollout_policy::lookups::{CONFIG_FIELDS, MACHINE_POOL_FIELDS};
 use capi_bootstrap_rollout_policy::settings::Settings;
 use rstest::rstest;
 use serde_json::{json, Value};

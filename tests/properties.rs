@@ -1,10 +1,10 @@
 //! Property tests over the native engine: no input panics, verdicts are deterministic, and the
 //! diff and fingerprint keep their promises on arbitrary specs.
 
+use capi_bootstrap_rollout_policy::capi::paths::Segment;
 use capi_bootstrap_rollout_policy::diff::changed_fields;
 use capi_bootstrap_rollout_policy::engine::{self, validate_payload};
 use capi_bootstrap_rollout_policy::fingerprint::spec_fingerprint;
-use capi_bootstrap_rollout_policy::paths::Segment;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_bootstrap_rollout_policy::verdict::Verdict;
 use proptest::prelude::*;

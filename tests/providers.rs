@@ -7,8 +7,10 @@
 use std::fs;
 use std::path::Path;
 
-use capi_bootstrap_rollout_policy::kinds::BOOTSTRAP_GROUP;
-use capi_bootstrap_rollout_policy::providers::{Provider, DEFAULT_CONTROLLER_USERS, PROVIDERS};
+use capi_bootstrap_rollout_policy::capi::kinds::BOOTSTRAP_GROUP;
+use capi_bootstrap_rollout_policy::capi::providers::{
+    Provider, DEFAULT_CONTROLLER_USERS, PROVIDERS,
+};
 use serde_json::Value;
 
 fn read(file: &str) -> String {

@@ -1,9 +1,10 @@
 //! Pairs base and head objects, turns each difference into the AdmissionRequest the API server
 //! would send when the difference is applied, and judges it with the policy's own engine.
 
-use capi_bootstrap_rollout_policy::diff::{changed_fields_at, FieldRules};
+use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
+use capi_bootstrap_rollout_policy::capi::kinds::{is_machine_pool, is_machine_template_consumer};
+use capi_bootstrap_rollout_policy::diff::changed_fields_at;
 use capi_bootstrap_rollout_policy::engine::evaluate_with;
-use capi_bootstrap_rollout_policy::kinds::{is_machine_pool, is_machine_template_consumer};
 use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_bootstrap_rollout_policy::verdict::Verdict;
 use serde_json::{json, Value};

@@ -16,8 +16,8 @@
 //!   it is pruned. A config a base MachinePool references carries a controller ownerReference
 //!   to that pool, as CAPI sets it once base was reconciled; manifests in Git carry none.
 
-use capi_bootstrap_rollout_policy::config_ref::{ref_identity_of, RefIdentity};
-use capi_bootstrap_rollout_policy::kinds::{
+use capi_bootstrap_rollout_policy::capi::config_ref::{ref_identity_of, RefIdentity};
+use capi_bootstrap_rollout_policy::capi::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer, GroupKind, MACHINE_POOL,
 };
 use capi_bootstrap_rollout_policy::lookups::{list_answer, ListRequest, Lookups};

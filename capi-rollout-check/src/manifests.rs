@@ -8,7 +8,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use capi_bootstrap_rollout_policy::kinds::group_of_api_version;
+use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use capi_bootstrap_rollout_policy::settings::type_name;
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use capi_bootstrap_rollout_policy::engine::validate_payload_with;
 use capi_bootstrap_rollout_policy::host_lookups::HostLookups;
-use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
+use capi_bootstrap_rollout_policy::validate_settings_payload;
 use e2e_tests::annotated_policy;
 use policy_host::admission::{from_validation_response, ValidateRequest, ValidationResponse};
 use policy_host::callbacks::{Cluster, HostContext, Session};

@@ -14,10 +14,11 @@
 
 use crate::capi::conversion::{converted_from_another_version, served_version};
 use crate::capi::defaulters::as_defaulted;
+use crate::capi::field_rules::FieldRules;
 use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
-use crate::diff::{changes_at, is_unset, values_matching, Change, FieldRules};
+use crate::diff::{changes_at, is_unset, values_matching, Change};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::json::Node;
 use crate::reader::object::Object;

@@ -33,8 +33,10 @@ pub struct Change {
 
 fn is_consumer(object: &Value) -> bool {
     let key = key_of(object);
-    capi_bootstrap_rollout_policy::kinds::is_machine_pool(&key.group, &key.kind)
-        || capi_bootstrap_rollout_policy::kinds::is_machine_template_consumer(&key.group, &key.kind)
+    capi_bootstrap_rollout_policy::capi::kinds::is_machine_pool(&key.group, &key.kind)
+        || capi_bootstrap_rollout_policy::capi::kinds::is_machine_template_consumer(
+            &key.group, &key.kind,
+        )
 }
 
 /// In `text`, the `name:` under the first `configRef:` whose name is `old`, in the document

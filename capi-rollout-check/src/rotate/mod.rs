@@ -21,8 +21,9 @@ use std::fmt;
 use std::io::Write;
 use std::time::Duration;
 
-use capi_bootstrap_rollout_policy::diff::{changed_fields_at, FieldRules};
-use capi_bootstrap_rollout_policy::kinds::{group_of_api_version, is_machine_pool};
+use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
+use capi_bootstrap_rollout_policy::capi::kinds::{group_of_api_version, is_machine_pool};
+use capi_bootstrap_rollout_policy::diff::changed_fields_at;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use serde_json::Value;
 

@@ -7,10 +7,10 @@
 
 use std::fmt;
 
-use capi_bootstrap_rollout_policy::kinds::{
+use capi_bootstrap_rollout_policy::capi::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer,
 };
-use capi_bootstrap_rollout_policy::paths::{FieldPath, PathPattern, Segment};
+use capi_bootstrap_rollout_policy::capi::paths::{FieldPath, PathPattern, Segment};
 use capi_bootstrap_rollout_policy::settings::{Action, Settings};
 use serde_json::{Map, Value};
 

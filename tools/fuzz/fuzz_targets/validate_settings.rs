@@ -1,7 +1,7 @@
 //! `validate_settings` on arbitrary bytes: always a verdict, never a panic.
 #![no_main]
 
-use capi_bootstrap_rollout_policy::settings::validate_settings_payload;
+use capi_bootstrap_rollout_policy::validate_settings_payload;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use capi_bootstrap_rollout_policy::diff::{changed_fields, FieldRules};
+use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
+use capi_bootstrap_rollout_policy::diff::changed_fields;
 use capi_bootstrap_rollout_policy::engine;
 use capi_bootstrap_rollout_policy::settings::{settings_from_payload, type_name, Action, Settings};
 use serde::{Deserialize, Serialize};
