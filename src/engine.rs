@@ -16,7 +16,7 @@ use crate::rules::delete_and_move::{allowed_for_move, is_delete_for_move};
 use crate::rules::exemptions::{exempt, exemption};
 use crate::settings::Settings;
 use crate::verdict::{Subject, Verdict};
-use crate::webhooks::{bootstrap_config, bootstrap_template, machine_pool};
+use crate::webhooks::{bootstrap_config, bootstrap_template, config_ref_holder};
 
 /// The `validate` entry point without lookups.
 pub fn validate_payload(payload: &[u8]) -> Verdict {
@@ -122,7 +122,7 @@ fn evaluate_request(settings: &Settings, doc: &RequestDoc, lookups: &dyn Lookups
     }
     let lookups = settings.context_aware.then_some(lookups);
     let findings = if consumer {
-        match machine_pool::judge(settings, &request, lookups) {
+        match config_ref_holder::judge(settings, &request, lookups) {
             Ok(findings) => findings,
             Err(e) => {
                 return Verdict::bad_request(format!(

@@ -3,8 +3,8 @@
 //! context-aware mode is on, go through [`host_lookups`]. Without the `wapc` feature (the
 //! browser playground) only the rules are built.
 //!
-//! Top-down: [`engine`] routes a request to its kind's file in `webhooks/` (MachinePool,
-//! bootstrap config, bootstrap template), which asks the rule families in `rules/` (one file
+//! Top-down: [`engine`] routes a request to its kind's file in `webhooks/` (bootstrap config,
+//! bootstrap template, configRef holder), which asks the rule families in `rules/` (one file
 //! per rule of docs/rules.md); below them the shared pieces: `reader/` (the payload's
 //! JSON read into borrowed views), `capi/` (CAPI's kinds, refs, owners, provider writes, paths),
 //! [`diff`], [`fingerprint`], [`settings`], [`verdict`], [`lookups`]. Public: what the tools

@@ -131,7 +131,7 @@ fn src_modules_form_no_cycle() {
     let graph = graph();
     assert!(graph.contains_key("engine") && graph.contains_key("rules::rotation"));
     assert!(
-        graph["webhooks::machine_pool"].contains("rules::rotation"),
+        graph["webhooks::config_ref_holder"].contains("rules::rotation"),
         "the scan sees use lines"
     );
     assert!(
@@ -182,7 +182,7 @@ fn each_judged_kind_stands_alone() {
         [
             "webhooks::bootstrap_config",
             "webhooks::bootstrap_template",
-            "webhooks::machine_pool"
+            "webhooks::config_ref_holder"
         ]
     );
     for kind in &kinds {

@@ -2,7 +2,7 @@
 //! `spec.template.spec.bootstrap.configRef` at another object. That is allowed, to any
 //! provider's kind, and checked: the new ref must be resolvable, in the pool's namespace, and
 //! (with lookups) its target must exist, be free and differ from the old one. When a ref counts
-//! as rotated is [`crate::webhooks::machine_pool`]'s decision.
+//! as rotated is [`crate::webhooks::config_ref_holder`]'s decision.
 
 use crate::capi::config_ref::{RefIdentity, CONFIG_REF};
 use crate::capi::kinds::{is_machine_pool, GroupKind};

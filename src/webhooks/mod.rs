@@ -4,7 +4,7 @@
 
 pub mod bootstrap_config;
 pub mod bootstrap_template;
-pub mod machine_pool;
+pub mod config_ref_holder;
 
 /// What the tests of the judged kinds and of the engine build their requests from: objects as
 /// CAPI stores them, AdmissionRequests as the API server sends them, judged end to end.

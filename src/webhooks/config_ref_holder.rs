@@ -1,8 +1,8 @@
-//! The MachinePool, and the MachineDeployments and MachineSets that name a bootstrap template in
-//! the same `spec.template.spec.bootstrap.configRef`: what a CREATE or an UPDATE of the main
-//! resource is judged by. Only a changed ref is judged (an unchanged one, an apiVersion bump
-//! included, is nothing this request decides); a DELETE, a status update or a CONNECT is
-//! accepted.
+//! What names a bootstrap object in `spec.template.spec.bootstrap.configRef`: a MachinePool (a
+//! bootstrap config), a MachineDeployment or MachineSet (a bootstrap template): what a CREATE or
+//! an UPDATE of the main resource is judged by. Only a changed ref is judged (an unchanged one,
+//! an apiVersion bump included, is nothing this request decides); a DELETE, a status update or
+//! a CONNECT is accepted.
 
 use crate::capi::config_ref::{config_ref_in, RefIdentity};
 use crate::capi::kinds::{is_machine_pool, GroupKind};
@@ -13,7 +13,7 @@ use crate::rules::rotation::{check_kind_listed, check_namespace, check_target};
 use crate::settings::Settings;
 use crate::verdict::Finding;
 
-/// The findings on a request for a MachinePool (MachineDeployment, MachineSet); `Err`: a
+/// The findings on a request for a MachinePool, MachineDeployment or MachineSet; `Err`: a
 /// configRef that is no object reference, a malformed request. Rotation targets are looked up
 /// for MachinePools (configs) only.
 pub fn judge(
