@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::capi::field_rules::FieldRules;
 use crate::capi::paths::{FieldPath, PathPattern, Segment, Step};
-use crate::reader::json::{Node, Str, Unescaped};
+use crate::reader::node::{Node, Str, Unescaped};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeKind {
@@ -54,7 +54,7 @@ pub(crate) fn is_absent(value: Option<&Node>) -> bool {
     }
 }
 
-/// `a == b`, strings compared eight bytes at a time ([`crate::reader::json::same_bytes`]).
+/// `a == b`, strings compared eight bytes at a time ([`crate::reader::bytes::same_bytes`]).
 fn same(a: &Node, b: &Node) -> bool {
     a == b
 }
@@ -534,7 +534,7 @@ mod tests {
     #[case::prefix("01234567", "012345678")]
     #[case::multibyte("grüße aus köln", "grüße aus köln")]
     fn same_agrees_with_eq_on_strings(#[case] a: &str, #[case] b: &str) {
-        use crate::reader::json::same_bytes;
+        use crate::reader::bytes::same_bytes;
         let (va, vb) = (json!(a), json!(b));
         assert_eq!(same(&node(&va), &node(&vb)), a == b);
         assert_eq!(same_bytes(a.as_bytes(), b.as_bytes()), a == b);

@@ -9,7 +9,8 @@
 
 use crate::capi::kinds::{is_machine_pool, is_machine_template_consumer};
 use crate::lookups::{Lookups, NoLookups};
-use crate::reader::json::{read_document, serde_message, Node, Read, Reader};
+use crate::reader::json::{read_document, serde_message, Read, Reader};
+use crate::reader::node::Node;
 use crate::reader::request::{Operation, Request, RequestDoc};
 use crate::rules::controller_writes::{by_controller, is_controller};
 use crate::rules::delete_and_move::{allowed_for_move, is_delete_for_move};

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::capi::field_rules::FieldRules;
 use crate::diff::{write_canonical_form, CanonicalSink};
-use crate::reader::json::{Node, Str};
+use crate::reader::node::{Node, Str};
 
 /// The longest name a CRD object may have (a DNS subdomain).
 const MAX_NAME: usize = 253;

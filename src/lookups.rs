@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::capi::config_ref::RefStrings;
 use crate::capi::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
 use crate::capi::owners::Owner;
-use crate::reader::json::{read_document, serde_message, Next, Read, Reader, Text};
+use crate::reader::json::{read_document, serde_message, Next, Read, Reader};
+use crate::reader::node::Text;
 use crate::reader::object::Object;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else

@@ -1,6 +1,6 @@
 //! The policy's settings: parsed by hand from JSON so every error names its key, and checked
 //! for contradictions when the policy is applied, never at admission time. They are read from
-//! the same borrowed [`Node`] as the rest of the payload ([`crate::reader::json`]).
+//! the same borrowed [`Node`] as the rest of the payload ([`crate::reader::node`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -13,7 +13,8 @@ use crate::capi::paths::PathPattern;
 use crate::capi::providers::{
     default_field_rules, provider_of, DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
 };
-use crate::reader::json::{read_document, serde_message, Node, Str};
+use crate::reader::json::{read_document, serde_message};
+use crate::reader::node::{Node, Str};
 
 /// What to do with a finding of one rule family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -220,3 +220,21 @@ fn the_reader_and_the_capi_facts_sit_at_the_bottom() {
         }
     }
 }
+
+#[test]
+fn the_reader_reads_bytes_into_values() {
+    let graph = graph();
+    // The byte scans name nothing; the values name the scans; the parser both.
+    let allowed: [(&str, &[&str]); 3] = [
+        ("reader::bytes", &[]),
+        ("reader::node", &["reader::bytes"]),
+        ("reader::json", &["reader::bytes", "reader::node"]),
+    ];
+    for (module, names) in allowed {
+        let uses = &graph[module];
+        assert!(
+            uses.iter().all(|used| names.contains(&used.as_str())),
+            "{module} names {uses:?}: only {names:?} sit below it"
+        );
+    }
+}

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::capi::kinds::{group_of_api_version, GroupKind};
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 
 pub(crate) const CONFIG_REF: &str = "spec.template.spec.bootstrap.configRef";
 

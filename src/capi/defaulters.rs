@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use crate::capi::providers::{provider_of, Defaulter};
 use crate::go_compat::{duration, yaml};
-use crate::reader::json::{Node, Str};
+use crate::reader::node::{Node, Str};
 
 /// The keys RKE2's defaulter deletes from `agentConfig.additionalUserData.data` on every write
 /// (rancher/cluster-api-provider-rke2 bootstrap/api/v1beta2/rke2config_webhook.go,

@@ -8,7 +8,7 @@ use yaml_rust2::parser::{Event, EventReceiver, Parser};
 use yaml_rust2::scanner::TScalarStyle;
 
 use crate::go_compat::number::{parse_float, parse_int};
-use crate::reader::json::{Node, Str};
+use crate::reader::node::{Node, Str};
 
 /// A user-data value as RKE2's defaulter reads it: a YAML map or list (an empty, comment-only or
 /// null value is the empty map) stands for its content, written as sorted JSON after a NUL so it

@@ -6,7 +6,8 @@
 
 use std::borrow::Cow;
 
-use crate::reader::json::{Next, Node, Read, Reader, Text};
+use crate::reader::json::{Next, Read, Reader};
+use crate::reader::node::{Node, Text};
 
 /// clusterctl's annotation on an object it is about to delete from the source cluster of a
 /// `clusterctl move` (clusterctl_move.rs).

@@ -8,7 +8,8 @@
 use std::borrow::Cow;
 
 use crate::reader::group_kind::GroupKind;
-use crate::reader::json::{Read, Reader, Scalar};
+use crate::reader::json::{Read, Reader};
+use crate::reader::node::Scalar;
 use crate::reader::object::{Carried, Object};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! names its data secret once it says it is initialised.
 
 use crate::capi::config_ref::CONFIG_REF;
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Violation};
 

@@ -20,7 +20,7 @@ use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
 use crate::diff::{changes_at, is_unset, values_matching, Change};
 use crate::fingerprint::{fingerprint, suggested_name};
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 use crate::reader::object::Object;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Violation};

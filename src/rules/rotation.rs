@@ -9,7 +9,7 @@ use crate::capi::kinds::{is_machine_pool, GroupKind};
 use crate::capi::owners::machine_pool_controllers;
 use crate::diff::canonical_form;
 use crate::lookups::{self, Lookups};
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 use crate::reader::request::Request;
 use crate::rules::contract::check_config_status;
 use crate::settings::{Action, Settings};

@@ -20,7 +20,7 @@ use crate::lookups::{
     consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
     Lookups,
 };
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 use crate::reader::object::Object;
 use crate::reader::request::{Operation, Request};
 use crate::rules::contract::check_config_status;

@@ -14,7 +14,7 @@ use crate::capi::providers::default_template_field_rules;
 use crate::diff::changes_at;
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
-use crate::reader::json::Node;
+use crate::reader::node::Node;
 use crate::reader::object::Object;
 use crate::reader::request::{Operation, Request};
 use crate::rules::controller_writes::is_topology_owned;
