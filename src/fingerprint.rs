@@ -1,7 +1,7 @@
 //! The spec fingerprint and the rotation name suggested from it.
 //!
 //! The fingerprint is the 64-bit FNV-1a hash of the spec in canonical form (keys sorted, absent
-//! values and the non-compared fields removed; `diff::canonical_form`), so two configs whose specs differ only in key
+//! values and the non-compared fields removed; [`crate::canonical_form`]), so two configs whose specs differ only in key
 //! order, in the controller-written token or in CAPI's defaults share it. FNV is the hash
 //! family Kubernetes itself uses for generated name suffixes (a Deployment's
 //! pod-template-hash): a name suggestion needs no cryptographic hash, and SHA-256 in software
@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
+use crate::canonical_form::{write_canonical_form, CanonicalSink};
 use crate::capi::field_rules::FieldRules;
-use crate::diff::{write_canonical_form, CanonicalSink};
 use crate::reader::node::{Node, Str};
 
 /// The longest name a CRD object may have (a DNS subdomain).
@@ -190,7 +190,7 @@ mod tests {
         let rules = default_field_rules("KubeadmConfig");
         let node = crate::reader::json::read_document(spec.as_bytes(), |r| r.read_node()).unwrap();
         let value: serde_json::Value = serde_json::from_str(spec).unwrap();
-        let canonical = crate::diff::canonical_form("spec", Some(&node), &rules);
+        let canonical = crate::canonical_form::canonical_form("spec", Some(&node), &rules);
         assert_eq!(
             fingerprint(Some(&node), &rules),
             format!("{:016x}", fnv1a64(&canonical))
@@ -215,7 +215,7 @@ mod tests {
             spec_fingerprint(Some(&spec), &rules),
             format!(
                 "{:016x}",
-                fnv1a64(&crate::diff::canonical_form(
+                fnv1a64(&crate::canonical_form::canonical_form(
                     "spec",
                     Some(&Node::from_value(&spec)),
                     &rules

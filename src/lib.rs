@@ -5,11 +5,12 @@
 //!
 //! Top-down: [`engine`] routes a request to its kind's file in `webhooks/` (bootstrap config,
 //! bootstrap template, configRef holder), which asks the rule families in `rules/` (one file
-//! per rule of docs/rules.md); below them the shared pieces: `reader/` (the payload's
-//! JSON read into borrowed views), `capi/` (CAPI's kinds, refs, owners, provider writes, paths),
-//! [`diff`], [`fingerprint`], [`settings`], [`verdict`], [`lookups`]. Public: what the tools
-//! and tests of this repository use.
+//! per rule of docs/rules.md); below them the shared pieces: `reader/` (the payload's JSON
+//! read into borrowed views), [`capi`] (CAPI's kinds, refs, owners, provider writes, paths),
+//! [`diff`], `canonical_form`, [`fingerprint`], [`settings`], [`verdict`], [`lookups`].
+//! Public: what the tools and tests of this repository use.
 
+mod canonical_form;
 pub mod capi;
 pub mod diff;
 pub mod engine;

@@ -1,13 +1,13 @@
 //! The rule library reads top-down, and its folders say so: the waPC glue (`lib.rs`), then the
 //! engine, which routes; then one file per kind judged (`webhooks/`); then the rule families
 //! (`rules/`); then the pieces they share: the request reader (`reader/`), Go's semantics
-//! (`go_compat/`), the CAPI facts (`capi/`), `diff`, `fingerprint`, `settings`, `verdict`,
-//! `lookups`; the reader names nothing above it, the CAPI facts nothing but the reader and Go's
-//! semantics. A module that names
-//! `crate::x` (or `crate::folder::x`) in its code depends on it; this test fails on any cycle
-//! among the modules of `src/` and on any module that names one of a layer above its own,
-//! naming them, so shared pieces keep moving down instead of being borrowed back from above.
-//! Test modules are not scanned: a test may judge through the engine.
+//! (`go_compat/`), the CAPI facts (`capi/`), `diff`, `canonical_form`, `fingerprint`,
+//! `settings`, `verdict`, `lookups`; the reader names nothing above it, the CAPI facts nothing
+//! but the reader and Go's semantics. A module that names `crate::x` (or `crate::folder::x`) in
+//! its code depends on it; this test fails on any cycle among the modules of `src/` and on any
+//! module that names one of a layer above its own, naming them, so shared pieces keep moving
+//! down instead of being borrowed back from above. Test modules are not scanned: a test may
+//! judge through the engine.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

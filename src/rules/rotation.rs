@@ -4,10 +4,10 @@
 //! (with lookups) its target must exist, be free and differ from the old one. When a ref counts
 //! as rotated is [`crate::webhooks::config_ref_holder`]'s decision.
 
+use crate::canonical_form::canonical_form;
 use crate::capi::config_ref::{RefIdentity, CONFIG_REF};
 use crate::capi::kinds::{is_machine_pool, GroupKind};
 use crate::capi::owners::machine_pool_controllers;
-use crate::diff::canonical_form;
 use crate::lookups::{self, Lookups};
 use crate::reader::node::Node;
 use crate::reader::request::Request;
