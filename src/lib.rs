@@ -65,7 +65,7 @@ fn validate_settings(payload: &[u8]) -> CallResult {
 /// The `validate_settings` answer: never an error, always a verdict naming the problem.
 #[cfg(feature = "wapc")]
 pub fn validate_settings_payload(payload: &[u8]) -> SettingsValidationResponse {
-    match settings::settings_from_payload(payload) {
+    match settings::parse::settings_from_payload(payload) {
         Ok(_) => SettingsValidationResponse {
             valid: true,
             message: None,

@@ -2,7 +2,7 @@
 //! engine, which routes; then one file per kind judged (`webhooks/`); then the rule families
 //! (`rules/`); then the pieces they share: the request reader (`reader/`), Go's semantics
 //! (`go_compat/`), the CAPI facts (`capi/`), `diff`, `canonical_form`, `fingerprint`,
-//! `settings`, `verdict`, `lookups`; the reader names nothing above it, the CAPI facts nothing
+//! `settings/`, `verdict`, `lookups`; the reader names nothing above it, the CAPI facts nothing
 //! but the reader and Go's semantics. A module that names `crate::x` (or `crate::folder::x`) in
 //! its code depends on it; this test fails on any cycle among the modules of `src/` and on any
 //! module that names one of a layer above its own, naming them, so shared pieces keep moving

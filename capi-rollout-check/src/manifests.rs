@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
-use capi_bootstrap_rollout_policy::settings::type_name;
+use capi_bootstrap_rollout_policy::settings::parse::type_name;
 use serde_json::Value;
 
 /// The namespace of an object whose manifest names none. Tools applying the manifests put it

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
 use capi_bootstrap_rollout_policy::diff::changed_fields;
 use capi_bootstrap_rollout_policy::engine;
-use capi_bootstrap_rollout_policy::settings::{settings_from_payload, type_name, Action, Settings};
+use capi_bootstrap_rollout_policy::settings::parse::{settings_from_payload, type_name};
+use capi_bootstrap_rollout_policy::settings::{Action, Settings};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

@@ -1,78 +1,17 @@
-//! The policy's settings: parsed by hand from JSON so every error names its key, and checked
-//! for contradictions when the policy is applied, never at admission time. They are read from
-//! the same borrowed [`Node`] as the rest of the payload ([`crate::reader::node`]).
+//! Settings read from JSON: every key and item checked, every problem reported at once, each
+//! naming its key.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::capi::field_rules::FieldRules;
-use crate::capi::kinds::{is_machine_pool, GroupKind, BOOTSTRAP_GROUP, TEMPLATE_SUFFIX};
+use crate::capi::kinds::{is_machine_pool, GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::paths::PathPattern;
-use crate::capi::providers::{
-    default_field_rules, provider_of, DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
-};
 use crate::reader::json::{read_document, serde_message};
 use crate::reader::node::{Node, Str};
-
-/// What to do with a finding of one rule family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    Reject,
-    Warn,
-    /// Nothing is reported: spelled `allow` for inPlaceEdits and templateEdits, `ignore` for
-    /// contractViolations.
-    Allow,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Settings {
-    pub in_place_edits: Action,
-    /// Spelled `reject`, `warn`, `allow`: in-place edits of bootstrap templates.
-    pub template_edits: Action,
-    pub contract_violations: Action,
-    /// Spelled `warn`, `reject`, `allow`: a person's DELETE of a config (or template) whose
-    /// stored object its MachinePool (Cluster, MachineDeployment, MachineSet) owns, when no
-    /// lookup answers (rule 7).
-    pub delete_owned_configs: Action,
-    pub exempt_users: Vec<Cow<'static, str>>,
-    pub exempt_groups: Vec<Cow<'static, str>>,
-    pub controller_users: Vec<Cow<'static, str>>,
-    pub bootstrap_config_kinds: Vec<GroupKind>,
-    /// Extra paths per kind, merged with the built-in defaults by [`Settings::field_rules`].
-    pub ignored_paths: BTreeMap<String, Vec<PathPattern>>,
-    pub fill_once_paths: BTreeMap<String, Vec<PathPattern>>,
-    /// Look MachinePools and configs up through Kubewarden's host capabilities.
-    pub context_aware: bool,
-    /// The CAPI API version lookups use for MachinePools and KubeadmConfigs.
-    pub capi_version: Cow<'static, str>,
-    /// `bootstrapConfigKinds[].version`: the version lookups use for a kind, when set.
-    pub kind_versions: BTreeMap<GroupKind, String>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            in_place_edits: Action::Reject,
-            template_edits: Action::Reject,
-            contract_violations: Action::Warn,
-            delete_owned_configs: Action::Warn,
-            exempt_users: Vec::new(),
-            exempt_groups: Vec::new(),
-            controller_users: DEFAULT_CONTROLLER_USERS.map(Cow::Borrowed).to_vec(),
-            bootstrap_config_kinds: DEFAULT_BOOTSTRAP_CONFIG_KINDS
-                .iter()
-                .map(|kind| GroupKind::builtin(BOOTSTRAP_GROUP, kind))
-                .collect(),
-            ignored_paths: BTreeMap::new(),
-            fill_once_paths: BTreeMap::new(),
-            context_aware: false,
-            capi_version: Cow::Borrowed("v1beta2"),
-            kind_versions: BTreeMap::new(),
-        }
-    }
-}
+use crate::settings::validation::{valid_group, valid_kind, valid_version};
+use crate::settings::{Action, Settings};
 
 const KEYS: [&str; 12] = [
     "inPlaceEdits",
@@ -202,85 +141,6 @@ impl Settings {
             Err(errors.join("; "))
         }
     }
-
-    /// Whether `{group, kind}` is a bootstrap config this policy judges.
-    pub fn is_bootstrap_config(&self, group: &str, kind: &str) -> bool {
-        self.bootstrap_config_kinds
-            .iter()
-            .any(|gk| gk.group == group && gk.kind == kind)
-    }
-
-    /// Whether `{group, kind}` is the template of a bootstrap config kind this policy judges
-    /// (`KubeadmConfigTemplate` for `KubeadmConfig`).
-    pub fn is_bootstrap_template(&self, group: &str, kind: &str) -> bool {
-        kind.strip_suffix(TEMPLATE_SUFFIX)
-            .is_some_and(|config| self.is_bootstrap_config(group, config))
-    }
-
-    /// Built-in non-compared fields of `kind`, extended by the settings.
-    pub fn field_rules(&self, kind: &str) -> FieldRules {
-        let mut rules = default_field_rules(kind);
-        if let Some(extra) = self.ignored_paths.get(kind) {
-            rules.ignored.extend(extra.iter().cloned());
-        }
-        if let Some(extra) = self.fill_once_paths.get(kind) {
-            rules.fill_once.extend(extra.iter().cloned());
-        }
-        rules
-    }
-
-    /// The apiVersion lookups use for a config kind, if known.
-    pub fn lookup_api_version(&self, group_kind: &GroupKind) -> Option<String> {
-        let version = self.kind_versions.get(group_kind).cloned().or_else(|| {
-            if group_kind.group != BOOTSTRAP_GROUP {
-                return None;
-            }
-            // The provider's record: its version, or CAPI's own (KubeadmConfig).
-            let provider = provider_of(&group_kind.kind)?;
-            Some(
-                provider
-                    .lookup_version
-                    .unwrap_or(self.capi_version.as_ref())
-                    .to_string(),
-            )
-        })?;
-        Some(format!("{}/{version}", group_kind.group))
-    }
-
-    fn contradictions(&self) -> Vec<String> {
-        let mut errors = Vec::new();
-        if self.context_aware {
-            for (i, gk) in self.bootstrap_config_kinds.iter().enumerate() {
-                if self.lookup_api_version(gk).is_none() {
-                    errors.push(format!(
-                        "bootstrapConfigKinds[{i}].version: contextAware needs the version to look {} up in",
-                        gk.qualified()
-                    ));
-                }
-            }
-        }
-        let kinds: Vec<&str> = self
-            .ignored_paths
-            .keys()
-            .chain(self.fill_once_paths.keys())
-            .map(String::as_str)
-            .collect();
-        for kind in kinds {
-            let rules = self.field_rules(kind);
-            for pattern in &rules.fill_once {
-                if rules.ignored.iter().any(|p| p.as_str() == pattern.as_str()) {
-                    errors.push(format!(
-                        "fillOncePaths/ignoredPaths: {kind} path {:?} is in both lists \
-                         (built-in defaults included); a field is either machine-only or fill-once",
-                        pattern.as_str()
-                    ));
-                }
-            }
-        }
-        errors.sort();
-        errors.dedup();
-        errors
-    }
 }
 
 /// How settings and manifest errors name a JSON value's type (the tools' manifests are
@@ -364,31 +224,6 @@ fn string_list(value: &Node, key: &str) -> Result<Vec<Cow<'static, str>>, Vec<St
             None => Err(format!("must be a string, got {}", node_type_name(item))),
         }
     })
-}
-
-fn valid_kind(kind: &str) -> bool {
-    kind.starts_with(|c: char| c.is_ascii_uppercase())
-        && kind.bytes().all(|b| b.is_ascii_alphanumeric())
-}
-
-fn valid_version(version: &str) -> bool {
-    version.starts_with('v')
-        && version.len() > 1
-        && version
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-}
-
-fn valid_group(group: &str) -> bool {
-    !group.is_empty()
-        && group.split('.').all(|label| {
-            !label.is_empty()
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        })
 }
 
 type KindList = (Vec<GroupKind>, BTreeMap<GroupKind, String>);
@@ -528,6 +363,7 @@ pub fn settings_from_payload(payload: &[u8]) -> Result<Settings, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capi::providers::DEFAULT_CONTROLLER_USERS;
     use rstest::rstest;
     use serde_json::json;
 
