@@ -192,7 +192,10 @@ fn run_action(check: &Path, head: &str, settings: &str) -> Output {
     Command::new(action_path().join("action/run.sh"))
         .env("CHECK", check)
         .env("BASE", "capi-rollout-check/tests/fixtures/base")
-        .env("HEAD", format!("capi-rollout-check/tests/fixtures/heads/{head}"))
+        .env(
+            "HEAD",
+            format!("capi-rollout-check/tests/fixtures/heads/{head}"),
+        )
         .env("SETTINGS", settings)
         .env("OUTPUT", "github")
         .current_dir(root())
@@ -221,8 +224,9 @@ fn the_released_binary_is_installed_when_its_sha256_matches_and_then_judges() {
     assert_eq!(edit.status.code(), Some(1), "{edit:?}");
     let annotations = String::from_utf8_lossy(&edit.stdout);
     assert!(
-        annotations
-            .contains("::error file=capi-rollout-check/tests/fixtures/heads/in-place-edit.yaml,line=3"),
+        annotations.contains(
+            "::error file=capi-rollout-check/tests/fixtures/heads/in-place-edit.yaml,line=3"
+        ),
         "{annotations}"
     );
 }
