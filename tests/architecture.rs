@@ -28,7 +28,11 @@ fn first_column(map: &str, heading: &str) -> Vec<String> {
         .lines()
         .filter(|line| line.starts_with("| `"))
         .map(|line| {
-            let cell = line.trim_start_matches("| ").split(" |").next().unwrap_or("");
+            let cell = line
+                .trim_start_matches("| ")
+                .split(" |")
+                .next()
+                .unwrap_or("");
             cell.trim().trim_matches('`').to_string()
         })
         .collect()
@@ -126,5 +130,8 @@ fn the_maps_links_name_files_of_the_checkout() {
             broken.push(target.to_string());
         }
     }
-    assert!(broken.is_empty(), "ARCHITECTURE.md links to nothing: {broken:?}");
+    assert!(
+        broken.is_empty(),
+        "ARCHITECTURE.md links to nothing: {broken:?}"
+    );
 }
