@@ -471,6 +471,7 @@ pub fn read_document<'a, T>(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use proptest::test_runner::FileFailurePersistence;
     use rstest::rstest;
 
     fn accepts(input: &[u8]) -> bool {
@@ -615,6 +616,12 @@ mod tests {
     }
 
     proptest! {
+        // Failures are kept beside this file (json.proptest-regressions), as for tests/properties.rs.
+        #![proptest_config(ProptestConfig {
+            failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+            ..ProptestConfig::default()
+        })]
+
         #[test]
         fn agrees_with_serde_json(input in near_json()) {
             prop_assert_eq!(accepts(&input), serde_accepts(&input), "{:?}", String::from_utf8_lossy(&input));
