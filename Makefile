@@ -27,7 +27,7 @@ all: annotated-policy.wasm
 wasm-target:
 	@rustup target list --installed | grep -qx $(WASM_TARGET) || rustup target add $(WASM_TARGET)
 
-# binaryen's wasm-opt is part of the build (a smaller, faster module: BENCHMARKS.md), installed
+# binaryen's wasm-opt is part of the build (a smaller, faster module: docs/performance.md), installed
 # when missing (.ci/system-packages). Debian's binaryen 108 cannot read the target_features
 # section the release profile strips, hence rustc's wasm32-wasip1 features, named.
 WASM_OPT ?= wasm-opt
@@ -246,12 +246,12 @@ push: annotated-policy.wasm
 		registry://$(REGISTRY)/$(POLICY_NAME):v$(POLICY_VERSION)
 
 # Benchmarks (tools/bench/README.md), not part of `make test`: rewrites the generated part of
-# BENCHMARKS.md. BASELINE=other.wasm: another annotated module measured in the same run (the
+# docs/performance.md. BASELINE=other.wasm: another annotated module measured in the same run (the
 # before of a change). For your own requests: `policy-host bench`, kwctl's bench.
 .PHONY: bench
 bench: annotated-policy.wasm target/policy.cargo.wasm
 	$(CARGO) run --locked --quiet --release -p policy-bench $(HOST_PROFILE) $(HOST_FEATURES) --bin bench -- \
-		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output BENCHMARKS.md \
+		--module annotated-policy.wasm --policy target/policy.cargo.wasm --output docs/performance.md \
 		--command "make bench$(if $(BASELINE), BASELINE=$(BASELINE))" $(if $(BASELINE),--baseline $(BASELINE))
 
 clean:
