@@ -180,8 +180,8 @@ func Summarize(t *testing.T, title string, events []AuditEvent) {
 	t.Log(b.String())
 }
 
-// verdict is one line `policy-host serve` logs per request it judged.
-type verdict struct {
+// Verdict is one line `policy-host serve` logs per request it judged.
+type Verdict struct {
 	User, Kind, Operation string
 	Allowed               bool
 	Warnings              int
@@ -189,7 +189,7 @@ type verdict struct {
 
 // ReadVerdicts reads the validation lines of policy-host serve's logs (the real
 // policy-server logs in its own format: then there are none, and ok is false).
-func ReadVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
+func ReadVerdicts(t *testing.T, logs []string) (verdicts []Verdict, ok bool) {
 	t.Helper()
 	for _, log := range logs {
 		data, err := os.ReadFile(log)
@@ -201,7 +201,7 @@ func ReadVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
 			}
 			ok = true
 			fields, _, _ = strings.Cut(fields, " message=")
-			v := verdict{}
+			v := Verdict{}
 			for _, field := range strings.Fields(fields) {
 				key, value, _ := strings.Cut(field, "=")
 				switch key {
@@ -224,7 +224,7 @@ func ReadVerdicts(t *testing.T, logs []string) (verdicts []verdict, ok bool) {
 }
 
 // summarizeVerdicts prints what the policy server judged, by user, kind and operation.
-func summarizeVerdicts(t *testing.T, verdicts []verdict) {
+func summarizeVerdicts(t *testing.T, verdicts []Verdict) {
 	t.Helper()
 	type key struct{ user, kind, operation string }
 	type count struct{ all, allowed, warned int }

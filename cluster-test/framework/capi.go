@@ -72,9 +72,9 @@ func (i Inventory) label() string {
 	return strings.ToLower(strings.TrimSuffix(i.Kind, "Provider")) + "-" + i.Name
 }
 
-// installed is what InstallProvider did: the manager's process and the webhook
+// Installed is what InstallProvider did: the manager's process and the webhook
 // configurations it registered (after the manager was ready).
-type installed struct {
+type Installed struct {
 	Process *Process
 	// ServiceAccount is "namespace/name" of the manager's Deployment.
 	ServiceAccount string
@@ -88,7 +88,7 @@ type installed struct {
 // manager's process and the test's CA. As clusterctl init does, every object is labelled
 // with clusterctl's labels (`clusterctl move` finds the kinds to move by them), and the
 // provider is recorded in clusterctl's inventory.
-func InstallProvider(t *testing.T, a *Artifacts, cp *controlPlane, ca *Certificates, bin string, p Provider) *installed {
+func InstallProvider(t *testing.T, a *Artifacts, cp *ControlPlane, ca *Certificates, bin string, p Provider) *Installed {
 	t.Helper()
 	ctx := context.Background()
 	if p.Module == "" {
@@ -179,7 +179,7 @@ func InstallProvider(t *testing.T, a *Artifacts, cp *controlPlane, ca *Certifica
 		"type":         p.Inventory.Kind,
 		"version":      p.Version,
 	}}})
-	return &installed{Process: proc, ServiceAccount: namespace + "/" + sa}
+	return &Installed{Process: proc, ServiceAccount: namespace + "/" + sa}
 }
 
 func createOrder(obj *unstructured.Unstructured) int {
@@ -224,7 +224,7 @@ func capiManagerFlags(s *ManagerSetup) ([]string, string) {
 
 // waitAggregated waits for kube-controller-manager's clusterrole-aggregation controller: every
 // ClusterRole with an aggregationRule holds the rules of every ClusterRole its selectors match.
-func waitAggregated(t *testing.T, cp *controlPlane) {
+func waitAggregated(t *testing.T, cp *ControlPlane) {
 	t.Helper()
 	var missing []string
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -310,7 +310,7 @@ func pointConversionAt(t *testing.T, obj *unstructured.Unstructured, url string,
 	obj.SetAnnotations(annotations)
 }
 
-func WaitEstablished(t *testing.T, cp *controlPlane, names []string) {
+func WaitEstablished(t *testing.T, cp *ControlPlane, names []string) {
 	t.Helper()
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,

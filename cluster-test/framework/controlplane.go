@@ -37,10 +37,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// controlPlane is etcd and kube-apiserver started by envtest from the binaries build.sh made:
+// ControlPlane is etcd and kube-apiserver started by envtest from the binaries build.sh made:
 // TLS on 127.0.0.1, RBAC, service-account tokens, and an audit log of CAPI's groups; and
 // kube-controller-manager beside them.
-type controlPlane struct {
+type ControlPlane struct {
 	env       *envtest.Environment
 	admin     *rest.Config
 	Client    client.Client
@@ -53,11 +53,11 @@ type controlPlane struct {
 	Port int
 }
 
-func StartControlPlane(t *testing.T, a *Artifacts, bin string) *controlPlane {
+func StartControlPlane(t *testing.T, a *Artifacts, bin string) *ControlPlane {
 	t.Helper()
 	auditPolicy, err := filepath.Abs("testdata/audit-policy.yaml")
 	Must(t, err)
-	cp := &controlPlane{auditLog: a.Path("audit.log")}
+	cp := &ControlPlane{auditLog: a.Path("audit.log")}
 	apiLog := a.create(t, "kube-apiserver.log")
 	etcdLog := a.create(t, "etcd.log")
 	cp.env = &envtest.Environment{
@@ -110,7 +110,7 @@ func StartControlPlane(t *testing.T, a *Artifacts, bin string) *controlPlane {
 // (kubeadm adds bootstrapsigner and tokencleaner); no lease (one manager); serving on
 // 127.0.0.1 only, for /healthz, which it answers without authentication (no
 // --authentication-kubeconfig: envtest's kube-apiserver has no front-proxy CA to delegate to).
-func (cp *controlPlane) startControllerManager(t *testing.T, a *Artifacts, bin, apiCertDir string) {
+func (cp *ControlPlane) startControllerManager(t *testing.T, a *Artifacts, bin, apiCertDir string) {
 	t.Helper()
 	kubeconfig := a.Path("kubeconfig-kube-controller-manager")
 	Must(t, os.WriteFile(kubeconfig, cp.adminKubeconfig(t), 0o600))
@@ -134,7 +134,7 @@ func (cp *controlPlane) startControllerManager(t *testing.T, a *Artifacts, bin, 
 
 // waitServiceAccount waits for a ServiceAccount that kube-controller-manager creates (a
 // namespace's default).
-func (cp *controlPlane) waitServiceAccount(t *testing.T, namespace, name string) {
+func (cp *ControlPlane) waitServiceAccount(t *testing.T, namespace, name string) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &corev1.ServiceAccount{})
@@ -146,7 +146,7 @@ func (cp *controlPlane) waitServiceAccount(t *testing.T, namespace, name string)
 }
 
 // User is a person: a client certificate for name in groups, as kubectl uses it.
-func (cp *controlPlane) User(t *testing.T, a *Artifacts, name string, groups ...string) string {
+func (cp *ControlPlane) User(t *testing.T, a *Artifacts, name string, groups ...string) string {
 	t.Helper()
 	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	Must(t, err)
@@ -159,7 +159,7 @@ func (cp *controlPlane) User(t *testing.T, a *Artifacts, name string, groups ...
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as namespace/name with a
 // token from the TokenRequest API, as a pod of that ServiceAccount would.
-func (cp *controlPlane) serviceAccountKubeconfig(t *testing.T, a *Artifacts, namespace, name string) string {
+func (cp *ControlPlane) serviceAccountKubeconfig(t *testing.T, a *Artifacts, namespace, name string) string {
 	t.Helper()
 	ctx := context.Background()
 	expiration := int64((12 * time.Hour).Seconds())
@@ -176,7 +176,7 @@ func (cp *controlPlane) serviceAccountKubeconfig(t *testing.T, a *Artifacts, nam
 
 // adminKubeconfig is the kubeconfig of envtest's admin (system:masters), used as the workload
 // cluster's kubeconfig: the Cluster points back at this API server.
-func (cp *controlPlane) adminKubeconfig(t *testing.T) []byte {
+func (cp *ControlPlane) adminKubeconfig(t *testing.T) []byte {
 	t.Helper()
 	config := kubeconfig(cp.admin.Host, cp.admin.CAData, &clientcmdapi.AuthInfo{
 		ClientCertificateData: cp.admin.CertData, ClientKeyData: cp.admin.KeyData,
@@ -201,7 +201,7 @@ func writeKubeconfig(t *testing.T, path, server string, ca []byte, auth *clientc
 }
 
 // bindClusterRole grants a ClusterRole to a user or a ServiceAccount ("namespace:name").
-func (cp *controlPlane) bindClusterRole(t *testing.T, role string, subject rbacv1.Subject) {
+func (cp *ControlPlane) bindClusterRole(t *testing.T, role string, subject rbacv1.Subject) {
 	t.Helper()
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cluster-test-%s-%s", role, strings.ReplaceAll(subject.Name, ":", "-"))},
@@ -211,14 +211,14 @@ func (cp *controlPlane) bindClusterRole(t *testing.T, role string, subject rbacv
 	Must(t, cp.Client.Create(context.Background(), binding))
 }
 
-func (cp *controlPlane) createNamespace(t *testing.T, name string) {
+func (cp *ControlPlane) createNamespace(t *testing.T, name string) {
 	t.Helper()
 	Must(t, client.IgnoreAlreadyExists(cp.Client.Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})))
 }
 
 // CreateAll creates the objects as the admin.
-func (cp *controlPlane) CreateAll(t *testing.T, objects []*unstructured.Unstructured) {
+func (cp *ControlPlane) CreateAll(t *testing.T, objects []*unstructured.Unstructured) {
 	t.Helper()
 	for _, obj := range objects {
 		if err := cp.Client.Create(context.Background(), obj); err != nil {
@@ -241,8 +241,8 @@ func ReadObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
 	return objects
 }
 
-// kubectl runs the kubectl build.sh made, with a person's kubeconfig.
-type kubectl struct {
+// Kubectl runs the kubectl build.sh made, with a person's kubeconfig.
+type Kubectl struct {
 	Bin        string
 	Kubeconfig string
 	// dir is where kubectl runs: the artifacts folder, so that files are named as a person
@@ -255,7 +255,7 @@ type KubectlResult struct {
 	Err            error
 }
 
-func (k kubectl) Run(t *testing.T, args ...string) KubectlResult {
+func (k Kubectl) Run(t *testing.T, args ...string) KubectlResult {
 	t.Helper()
 	cmd := exec.Command(k.Bin, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
 	cmd.Dir = k.Dir

@@ -62,7 +62,7 @@ import (
 type Node struct {
 	root      *testing.T
 	a         *Artifacts
-	cp        *controlPlane
+	cp        *ControlPlane
 	name      string
 	namespace string
 	// binaries: an image's repository name (its last path element, no tag) -> the binary.
@@ -117,7 +117,7 @@ var podListenFlags = map[string]func(ip string) (args, env []string){
 
 // StartNode registers the node and runs the Pods of namespace it has binaries for, until the
 // test ends.
-func StartNode(t *testing.T, a *Artifacts, cp *controlPlane, namespace string, binaries map[string]string) *Node {
+func StartNode(t *testing.T, a *Artifacts, cp *ControlPlane, namespace string, binaries map[string]string) *Node {
 	t.Helper()
 	network := os.Getenv("CLUSTER_TEST_POD_NETWORK")
 	if network == "" {

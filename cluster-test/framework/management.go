@@ -23,10 +23,10 @@ import (
 type ManagementCluster struct {
 	Artifacts  *Artifacts
 	CA         *Certificates // signs the webhook servers' certificates
-	CP         *controlPlane
-	Policy     *clusterAdmissionPolicy
+	CP         *ControlPlane
+	Policy     *ClusterAdmissionPolicy
 	Server     *PolicyServer
-	Person     kubectl
+	Person     Kubectl
 	PersonName string
 	// The controller identities CAPI's managers really run as.
 	CAPIManager, CABPK string
@@ -111,14 +111,14 @@ func (m *ManagementCluster) StartPolicy(t *testing.T, bin string, settings map[s
 func (m *ManagementCluster) AddPerson(t *testing.T, bin string) {
 	t.Helper()
 	a := m.Artifacts
-	m.Person = kubectl{Bin: filepath.Join(bin, "kubectl"), Kubeconfig: m.CP.User(t, a, m.PersonName, "platform-team"), Dir: a.Dir}
+	m.Person = Kubectl{Bin: filepath.Join(bin, "kubectl"), Kubeconfig: m.CP.User(t, a, m.PersonName, "platform-team"), Dir: a.Dir}
 	m.CP.bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: m.PersonName})
 }
 
 // StartV1beta1Cluster is a management cluster of CAPI v1.10.10 as clusterctl installs it (core
 // manager and CABPK from capi/v1.10, the test's infrastructure and control plane CRDs with
 // the v1beta1 contract's label), the policy in front; Cluster c1 on the control plane that
-// controlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
+// ControlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
 // build.sh's folder (etcd, kube-apiserver, kubectl).
 func StartV1beta1Cluster(t *testing.T, a *Artifacts, bin string, controlPlane func(m *ManagementCluster) (ref string)) *ManagementCluster {
 	t.Helper()

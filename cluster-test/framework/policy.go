@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// clusterAdmissionPolicy is what the test reads of policy.yaml.
-type clusterAdmissionPolicy struct {
+// ClusterAdmissionPolicy is what the test reads of policy.yaml.
+type ClusterAdmissionPolicy struct {
 	Metadata metav1.ObjectMeta `json:"metadata"`
 	Spec     struct {
 		Module                string                                       `json:"module"`
@@ -36,25 +36,25 @@ type clusterAdmissionPolicy struct {
 	} `json:"spec"`
 }
 
-func ReadPolicy(t *testing.T) *clusterAdmissionPolicy {
+func ReadPolicy(t *testing.T) *ClusterAdmissionPolicy {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "policy.yaml"))
 	Must(t, err)
-	policy := &clusterAdmissionPolicy{}
+	policy := &ClusterAdmissionPolicy{}
 	Must(t, yaml.Unmarshal(data, policy))
 	return policy
 }
 
 // PolicyID is the id kubewarden-controller gives a ClusterAdmissionPolicy, in policies.yml,
 // the webhook's path and the ValidatingWebhookConfiguration's name.
-func (p *clusterAdmissionPolicy) PolicyID() string { return "clusterwide-" + p.Metadata.Name }
+func (p *ClusterAdmissionPolicy) PolicyID() string { return "clusterwide-" + p.Metadata.Name }
 
 // KubewardenNamespace is where Kubewarden runs; the controller keeps it out of every webhook.
 const KubewardenNamespace = "kubewarden"
 
 // WebhookConfiguration is the ValidatingWebhookConfiguration kubewarden-controller writes for
 // the ClusterAdmissionPolicy, with a URL instead of the policy-server's Service.
-func (p *clusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
+func (p *ClusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *admissionregistrationv1.ValidatingWebhookConfiguration {
 	sideEffects := admissionregistrationv1.SideEffectClassNone
 	matchPolicy := admissionregistrationv1.Equivalent
 	if p.Spec.MatchPolicy != nil {
@@ -90,7 +90,7 @@ func (p *clusterAdmissionPolicy) WebhookConfiguration(url string, ca []byte) *ad
 // PolicyServer is the server behind the webhook: Kubewarden's policy-server when
 // POLICY_SERVER names one, `policy-host serve` otherwise, on the same command line.
 type PolicyServer struct {
-	policy    *clusterAdmissionPolicy
+	policy    *ClusterAdmissionPolicy
 	Bin       string
 	Args      []string
 	Port      int
@@ -106,7 +106,7 @@ type PolicyServer struct {
 	root *testing.T
 }
 
-func NewPolicyServer(t *testing.T, a *Artifacts, certs *Certificates, policy *clusterAdmissionPolicy, kubeconfig string) *PolicyServer {
+func NewPolicyServer(t *testing.T, a *Artifacts, certs *Certificates, policy *ClusterAdmissionPolicy, kubeconfig string) *PolicyServer {
 	t.Helper()
 	module := os.Getenv("ANNOTATED_POLICY")
 	if module == "" {
@@ -208,7 +208,7 @@ func LookupsRBAC(t *testing.T) []byte {
 	return block[1]
 }
 
-func RegisterWebhook(t *testing.T, cp *controlPlane, policy *clusterAdmissionPolicy, s *PolicyServer, ca []byte) {
+func RegisterWebhook(t *testing.T, cp *ControlPlane, policy *ClusterAdmissionPolicy, s *PolicyServer, ca []byte) {
 	t.Helper()
 	vwc := policy.WebhookConfiguration(s.url(), ca)
 	out, err := json.MarshalIndent(vwc, "", "  ")
