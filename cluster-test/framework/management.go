@@ -118,7 +118,7 @@ func (m *ManagementCluster) AddPerson(t *testing.T, bin string) {
 // StartV1beta1Cluster is a management cluster of CAPI v1.10.10 as clusterctl installs it (core
 // manager and CABPK from capi/v1.10, the test's infrastructure and control plane CRDs with
 // the v1beta1 contract's label), the policy in front; Cluster c1 on the control plane that
-// ControlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
+// controlPlane creates (not yet initialized) and names in its controlPlaneRef. bin is
 // build.sh's folder (etcd, kube-apiserver, kubectl).
 func StartV1beta1Cluster(t *testing.T, a *Artifacts, bin string, controlPlane func(m *ManagementCluster) (ref string)) *ManagementCluster {
 	t.Helper()
