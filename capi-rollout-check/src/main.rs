@@ -4,13 +4,15 @@
 //! served from the manifests.
 //!
 //! Exit codes: 0 nothing rejected (warnings allowed), 1 something would be rejected, 2 the input
-//! or the settings could not be read.
+//! or the settings could not be read. The `settings` subcommand checks a policy manifest's
+//! settings before `kubectl apply` (settings_check.rs), `rotate` does a rotation (rotate/).
 
 mod check;
 mod lookups;
 mod manifests;
 mod report;
 mod rotate;
+mod settings_check;
 
 use std::fs;
 use std::process::ExitCode;
@@ -77,6 +79,33 @@ enum Command {
                       In Git:        capi-rollout-check rotate --manifests clusters/prod -f edited/pool-1-a.yaml --write"
     )]
     Rotate(RotateArgs),
+    /// Validate the settings of Kubewarden policy manifests (policy.yaml) with the policy's own
+    /// validate_settings, before kubectl apply: each problem with its file, line and key.
+    #[command(
+        after_help = "Exit codes: 0 every policy's settings are valid, 1 a policy's settings are \
+                      invalid, 2 a file cannot be read, holds no policy of the module, or a usage \
+                      error.\n\n\
+                      Example:  capi-rollout-check settings policy.yaml\n\
+                      \x20         kustomize build deploy/ | capi-rollout-check settings -"
+    )]
+    Settings(SettingsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct SettingsArgs {
+    /// Manifest files (multi-document YAML or JSON, Lists), or - for stdin. Every
+    /// ClusterAdmissionPolicy and AdmissionPolicy of policies.kubewarden.io (and every policy of
+    /// a ClusterAdmissionPolicyGroup or AdmissionPolicyGroup) running this policy is checked;
+    /// other documents are skipped.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<String>,
+    /// Which policies are this one: those whose spec.module contains this text (a local
+    /// module, e.g. file:///policies/capi.wasm, needs --module capi).
+    #[arg(long, value_name = "TEXT", default_value = settings_check::DEFAULT_MODULE)]
+    module: String,
+    /// The report's form: text (a line per document), json, or github (::error annotations).
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
 }
 
 #[derive(clap::Args, Debug)]
@@ -249,6 +278,66 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
     }
 }
 
+fn run_settings(args: &SettingsArgs) -> ExitCode {
+    let mut outcome = settings_check::Outcome::default();
+    for file in &args.files {
+        if let Err(e) = settings_check::check_file(file, &args.module, &mut outcome) {
+            return input_error(
+                &anyhow::Error::new(e),
+                args.output,
+                "capi-rollout-check settings",
+            );
+        }
+    }
+    if outcome.checked() == 0 {
+        let e = anyhow::anyhow!(
+            "no Kubewarden policy whose spec.module contains {:?} in {} ({} document{} skipped); \
+             --module names another module reference",
+            args.module,
+            args.files
+                .iter()
+                .map(|f| if f == "-" { manifests::STDIN } else { f })
+                .collect::<Vec<_>>()
+                .join(", "),
+            outcome.entries.len(),
+            if outcome.entries.len() == 1 { "" } else { "s" }
+        );
+        return input_error(&e, args.output, "capi-rollout-check settings");
+    }
+    let text = match args.output {
+        Output::Text => settings_check::text(&outcome),
+        Output::Json => settings_check::json(&outcome),
+        Output::Github => settings_check::github(&outcome),
+    };
+    print!("{text}");
+    if outcome.invalid() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Exit code 2 for unreadable input: the error on stderr, and as an annotation (on its file
+/// and line when known) for --output github.
+fn input_error(e: &anyhow::Error, output: Output, program: &str) -> ExitCode {
+    eprintln!("{program}: {e:#}");
+    if output == Output::Github {
+        let at = match e.downcast_ref::<InputError>() {
+            Some(InputError {
+                file,
+                line: Some(line),
+                ..
+            }) => report::position(file, Some(*line)),
+            _ => String::new(),
+        };
+        println!(
+            "::error {at}title={program}::{}",
+            report::escape_data(&format!("{e:#}"))
+        );
+    }
+    ExitCode::from(2)
+}
+
 fn load_settings(path: Option<&str>) -> Result<Settings> {
     let mut value = match path {
         None => Value::Null,
@@ -304,28 +393,13 @@ fn run(cli: &Cli) -> Result<ExitCode> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Rotate(args)) = &cli.command {
-        return run_rotate(args);
+    match &cli.command {
+        Some(Command::Rotate(args)) => return run_rotate(args),
+        Some(Command::Settings(args)) => return run_settings(args),
+        None => {}
     }
     match run(&cli) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("capi-rollout-check: {e:#}");
-            if cli.output == Output::Github {
-                let at = match e.downcast_ref::<InputError>() {
-                    Some(InputError {
-                        file,
-                        line: Some(line),
-                        ..
-                    }) => report::position(file, Some(*line)),
-                    _ => String::new(),
-                };
-                println!(
-                    "::error {at}title=capi-rollout-check::{}",
-                    report::escape_data(&format!("{e:#}"))
-                );
-            }
-            ExitCode::from(2)
-        }
+        Err(e) => input_error(&e, cli.output, "capi-rollout-check"),
     }
 }

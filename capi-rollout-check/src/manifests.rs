@@ -152,12 +152,7 @@ impl ManifestSet {
             fs::read(path).map_err(|e| error(&name, None, None, format!("cannot read: {e}")))?;
         let text = String::from_utf8(bytes)
             .map_err(|e| error(&name, None, None, format!("not UTF-8 text: {e}")))?;
-        let format = match path.extension().and_then(|e| e.to_str()) {
-            Some("json") => Some(Format::Json),
-            Some("yaml" | "yml") => Some(Format::Yaml),
-            _ => None,
-        };
-        self.add_text(&name, &text, format)
+        self.add_text(&name, &text, format_of(path))
     }
 
     /// Parses `text` (YAML or JSON; sniffed when `format` is `None`) and adds its objects.
@@ -167,19 +162,8 @@ impl ManifestSet {
         text: &str,
         format: Option<Format>,
     ) -> Result<(), InputError> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let format = format.unwrap_or_else(|| match text.trim_start().chars().next() {
-            Some('{' | '[') => Format::Json,
-            _ => Format::Yaml,
-        });
-        let documents = match format {
-            Format::Yaml => yaml_documents(file, text)?,
-            Format::Json => json_documents(file, text)?,
-        };
-        for (location, value) in documents {
-            for (item, object) in objects_of(&location, value)? {
-                self.insert(object, location.clone(), item)?;
-            }
+        for (location, item, object) in objects_in(file, text, format)? {
+            self.insert(object, location, item)?;
         }
         Ok(())
     }
@@ -292,6 +276,41 @@ fn collect(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), (PathBuf, String)
         }
     }
     Ok(())
+}
+
+/// The format a file's extension names (`None`: sniffed from the text).
+pub fn format_of(path: &Path) -> Option<Format> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => Some(Format::Json),
+        Some("yaml" | "yml") => Some(Format::Yaml),
+        _ => None,
+    }
+}
+
+/// The objects of `text` (YAML or JSON; sniffed when `format` is `None`) in document order:
+/// each with where its document starts and, for an item of a `List`, its index. Empty
+/// documents give none.
+pub fn objects_in(
+    file: &str,
+    text: &str,
+    format: Option<Format>,
+) -> Result<Vec<(Location, Option<usize>, Value)>, InputError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let format = format.unwrap_or_else(|| match text.trim_start().chars().next() {
+        Some('{' | '[') => Format::Json,
+        _ => Format::Yaml,
+    });
+    let documents = match format {
+        Format::Yaml => yaml_documents(file, text)?,
+        Format::Json => json_documents(file, text)?,
+    };
+    let mut objects = Vec::new();
+    for (location, value) in documents {
+        for (item, object) in objects_of(&location, value)? {
+            objects.push((location.clone(), item, object));
+        }
+    }
+    Ok(objects)
 }
 
 /// Whether a line separates YAML documents (`---`, `--- <content>`, or the end marker `...`).
