@@ -4,7 +4,8 @@
 //! stand-in for cargo, so that what a user of the action sees is checked without GitHub: a
 //! verified binary is installed and runs, a binary that does not match its published sha256 is
 //! never run, an unreleased version is built from source, an explicit version that does not
-//! exist fails.
+//! exist fails; the `policies` input runs `capi-rollout-check settings` on the manifests it names,
+//! alone or beside the comparison.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -197,10 +198,107 @@ fn run_action(check: &Path, head: &str, settings: &str) -> Output {
             format!("capi-rollout-check/tests/fixtures/heads/{head}"),
         )
         .env("SETTINGS", settings)
+        .env("POLICIES", "")
         .env("OUTPUT", "github")
         .current_dir(root())
         .output()
         .unwrap()
+}
+
+/// run.sh with the `policies` input, and `base`/`head` when given (this crate's binary as the
+/// installed one).
+fn run_policies(policies: &str, head: Option<&str>) -> (i32, String) {
+    let output = Command::new(action_path().join("action/run.sh"))
+        .env("CHECK", env!("CARGO_BIN_EXE_capi-rollout-check"))
+        .env(
+            "BASE",
+            head.map_or("", |_| "capi-rollout-check/tests/fixtures/base"),
+        )
+        .env(
+            "HEAD",
+            head.map_or(String::new(), |h| {
+                format!("capi-rollout-check/tests/fixtures/heads/{h}")
+            }),
+        )
+        .env("SETTINGS", "")
+        .env("POLICIES", policies)
+        .env("OUTPUT", "github")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+const POLICIES: &str = "capi-rollout-check/tests/fixtures/policies";
+
+#[test]
+fn policies_are_checked_alone_and_annotated_on_the_misspelt_key() {
+    let (code, stdout) = run_policies(&format!("policy.yaml\n{POLICIES}/t*.yaml"), None);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.starts_with(&format!(
+            "::error file={POLICIES}/typo.yaml,line=11,title=capi-rollout-check settings%3A \
+             ClusterAdmissionPolicy capi-bootstrap-rollout (document 1)::inPlaceEdit: unknown setting"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("%0AinPlaceEdit: did you mean \"inPlaceEdits\"?\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("capi-rollout-check settings: 2 policies checked: 1 with invalid settings, 1 valid; 0 documents skipped\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn policies_and_manifests_fail_the_step_when_either_fails() {
+    // Valid settings, a rejected change.
+    let (code, stdout) = run_policies("policy.yaml", Some("in-place-edit.yaml"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("1 policy checked: 0 with invalid settings"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "::error file=capi-rollout-check/tests/fixtures/heads/in-place-edit.yaml,line=3"
+        ),
+        "{stdout}"
+    );
+    // Invalid settings, an allowed change: both are run.
+    let (code, stdout) = run_policies(&format!("{POLICIES}/bad-value.yaml"), Some("rotation.yaml"));
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains(&format!("::error file={POLICIES}/bad-value.yaml,line=10,")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("0 rejected"), "{stdout}");
+    // Both fine.
+    let (code, stdout) = run_policies("policy.yaml", Some("rotation.yaml"));
+    assert_eq!(code, 0, "{stdout}");
+}
+
+#[test]
+fn a_glob_matching_nothing_is_a_notice_and_no_input_at_all_an_error() {
+    let (code, stdout) = run_policies("clusters/**/policy*.yaml", None);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "::notice title=capi-rollout-check settings::no file matches policies: clusters/**/policy*.yaml\n")
+    );
+    let (code, stdout) = run_policies("", None);
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stdout.contains("nothing to check"), "{stdout}");
+    let (code, stdout) = run_policies(&format!("{POLICIES}/missing.yaml"), None);
+    assert_eq!(code, 2, "{stdout}");
+    assert!(
+        stdout.contains(&format!("{POLICIES}/missing.yaml: cannot read")),
+        "{stdout}"
+    );
 }
 
 #[test]
