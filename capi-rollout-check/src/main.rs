@@ -83,8 +83,8 @@ enum Command {
     /// validate_settings, before kubectl apply: each problem with its file, line and key.
     #[command(
         after_help = "Exit codes: 0 every policy's settings are valid, 1 a policy's settings are \
-                      invalid, 2 a file cannot be read, holds no policy of the module, or a usage \
-                      error.\n\n\
+                      invalid, 2 a file cannot be read, no file holds a policy of the module, or a \
+                      usage error.\n\n\
                       Example:  capi-rollout-check settings policy.yaml\n\
                       \x20         kustomize build deploy/ | capi-rollout-check settings -"
     )]
@@ -103,9 +103,19 @@ struct SettingsArgs {
     /// module, e.g. file:///policies/capi.wasm, needs --module capi).
     #[arg(long, value_name = "TEXT", default_value = settings_check::DEFAULT_MODULE)]
     module: String,
-    /// The report's form: text (a line per document), json, or github (::error annotations).
-    #[arg(long, value_enum, default_value_t = Output::Text)]
-    output: Output,
+    /// The report's form.
+    #[arg(long, value_enum, default_value_t = SettingsOutput::Text)]
+    output: SettingsOutput,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SettingsOutput {
+    /// A line per document: checked (valid, or the policy's message) or skipped.
+    Text,
+    /// One JSON list of {file, line, document, object, state, message, suggestions}.
+    Json,
+    /// GitHub Actions workflow commands: ::error on the line of each invalid setting.
+    Github,
 }
 
 #[derive(clap::Args, Debug)]
@@ -279,12 +289,13 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
 }
 
 fn run_settings(args: &SettingsArgs) -> ExitCode {
+    let github = args.output == SettingsOutput::Github;
     let mut outcome = settings_check::Outcome::default();
     for file in &args.files {
         if let Err(e) = settings_check::check_file(file, &args.module, &mut outcome) {
             return input_error(
                 &anyhow::Error::new(e),
-                args.output,
+                github,
                 "capi-rollout-check settings",
             );
         }
@@ -302,12 +313,12 @@ fn run_settings(args: &SettingsArgs) -> ExitCode {
             outcome.entries.len(),
             if outcome.entries.len() == 1 { "" } else { "s" }
         );
-        return input_error(&e, args.output, "capi-rollout-check settings");
+        return input_error(&e, github, "capi-rollout-check settings");
     }
     let text = match args.output {
-        Output::Text => settings_check::text(&outcome),
-        Output::Json => settings_check::json(&outcome),
-        Output::Github => settings_check::github(&outcome),
+        SettingsOutput::Text => settings_check::text(&outcome),
+        SettingsOutput::Json => settings_check::json(&outcome),
+        SettingsOutput::Github => settings_check::github(&outcome),
     };
     print!("{text}");
     if outcome.invalid() > 0 {
@@ -319,9 +330,9 @@ fn run_settings(args: &SettingsArgs) -> ExitCode {
 
 /// Exit code 2 for unreadable input: the error on stderr, and as an annotation (on its file
 /// and line when known) for --output github.
-fn input_error(e: &anyhow::Error, output: Output, program: &str) -> ExitCode {
+fn input_error(e: &anyhow::Error, github: bool, program: &str) -> ExitCode {
     eprintln!("{program}: {e:#}");
-    if output == Output::Github {
+    if github {
         let at = match e.downcast_ref::<InputError>() {
             Some(InputError {
                 file,
@@ -400,6 +411,6 @@ fn main() -> ExitCode {
     }
     match run(&cli) {
         Ok(code) => code,
-        Err(e) => input_error(&e, cli.output, "capi-rollout-check"),
+        Err(e) => input_error(&e, cli.output == Output::Github, "capi-rollout-check"),
     }
 }

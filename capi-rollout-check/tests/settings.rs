@@ -216,3 +216,40 @@ fn unreadable_input_exits_2_naming_the_file_and_line() {
         assert_eq!(run.stdout, "");
     }
 }
+
+#[test]
+fn json_output_lists_every_document_with_its_state() {
+    let file = format!("{DIR}/several.yaml");
+    let run = run(&["--output", "json", &file], None);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let states: Vec<(&str, u64, &str)> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["object"].as_str().unwrap(),
+                e["line"].as_u64().unwrap(),
+                e["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("Namespace fleet", 3, "skipped"),
+            ("ClusterAdmissionPolicy capi-bootstrap-rollout", 9, "valid"),
+            (
+                "AdmissionPolicy capi-bootstrap-rollout-fleet",
+                30,
+                "invalid"
+            ),
+            ("ClusterAdmissionPolicy safe-labels", 34, "skipped"),
+        ]
+    );
+    assert_eq!(
+        list[2]["suggestions"],
+        serde_json::json!(["exemptUser: did you mean \"exemptUsers\"?"])
+    );
+}
