@@ -5,7 +5,7 @@
 //! order, in the controller-written token or in CAPI's defaults share it. FNV is the hash
 //! family Kubernetes itself uses for generated name suffixes (a Deployment's
 //! pod-template-hash): a name suggestion needs no cryptographic hash, and SHA-256 in software
-//! would take a third of the guest's time on every rejected edit (docs/performance.md). Nothing trusts the
+//! would be 38 % of the guest's instructions on every rejected edit (docs/performance.md). Nothing trusts the
 //! fingerprint for equality: rotation.rs compares the canonical specs themselves.
 
 use serde_json::Value;
