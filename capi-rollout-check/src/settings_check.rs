@@ -119,9 +119,12 @@ fn check_object(
     outcome: &mut Outcome,
 ) {
     let text = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-    let kind = text("/kind").unwrap_or("(no kind)");
-    let name = text("/metadata/name").unwrap_or("(no name)");
-    let what = format!("{kind} {name}");
+    let kind = text("/kind").unwrap_or("");
+    let what = match (kind, text("/metadata/name")) {
+        ("", _) => "an object without kind".to_string(),
+        (kind, Some(name)) => format!("{kind} {name}"),
+        (kind, None) => format!("{kind} without metadata.name"),
+    };
     let api_version = text("/apiVersion").unwrap_or("");
     let is_kubewarden = api_version.starts_with(&format!("{POLICY_GROUP}/"));
     let skip = |reason: String, outcome: &mut Outcome| {
