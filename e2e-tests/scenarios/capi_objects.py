@@ -83,6 +83,11 @@ def kubeadm_config_template(version, meta, spec):
             "metadata": meta, "spec": {"template": {"spec": spec}}}
 
 
+def k0s_worker_config_template(version, meta, spec):
+    return {"apiVersion": f"{BOOTSTRAP_GROUP}/{version}", "kind": "K0sWorkerConfigTemplate",
+            "metadata": meta, "spec": {"template": {"spec": spec}}}
+
+
 def machine_spec(bootstrap, infrastructure):
     """spec.template.spec of a MachinePool, MachineDeployment or MachineSet."""
     return {"clusterName": CLUSTER, "version": K8S_VERSION, "bootstrap": bootstrap,

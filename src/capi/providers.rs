@@ -17,10 +17,20 @@
 //!   and rewrites `agentConfig.additionalUserData.data`.
 //! - k0s: `spec.version` filled from the owner (as k3s). CAPA (EKSConfig, NodeadmConfig),
 //!   MicroK8s and Talos write no spec of an existing object.
+//!
+//! One provider documents an in-place template edit of its own ([`DocumentedEdit`]): k0smotron's
+//! "Update worker nodes" (docs/update/update-capi-cluster-workers.md, with CAPI's in-place updates
+//! extension, CAPI v1.12+) bumps `spec.template.spec.version` of the K0sWorkerConfigTemplate
+//! in place beside the MachineDeployment's own version. None documented for the others
+//! (read late 2026): CAPI's book says to copy and rotate templates, in-place updates included;
+//! RKE2 dropped `agentConfig.version` for the MachineDeployment's version (ADR 0001) and its
+//! in-place support (v0.25) edits no template; k3s' in-place updates page edits none; Talos
+//! upgrades through talosctl and refuses TalosConfig spec edits itself; CAPA and MicroK8s
+//! document none.
 
 use crate::capi::field_rules::FieldRules;
 use crate::capi::kinds::TEMPLATE_SUFFIX;
-use crate::capi::paths::{builtin_path, PathPattern};
+use crate::capi::paths::{builtin_path, FieldPath, PathPattern};
 
 /// What a provider's defaulting webhook rewrites on every write of its kinds, whoever sends
 /// it ([`crate::capi::defaulters`]).
@@ -33,6 +43,20 @@ pub enum Defaulter {
     /// RKE2's defaulter drops keys of `agentConfig.additionalUserData.data` and re-emits the
     /// YAML of each value.
     Rke2UserData,
+}
+
+/// A template edit a provider's own docs tell users to make in place, and how it rolls out:
+/// an UPDATE of the template that changes these fields and nothing else is admitted with a
+/// warning saying what rolls it out (rule 8, docs/rules.md). Any other change in the same
+/// UPDATE makes it an edit like any other, these fields listed with the rest.
+#[derive(Debug)]
+pub struct DocumentedEdit {
+    /// The fields, from the template's top (`spec.template.spec....`).
+    pub paths: &'static [PathPattern],
+    /// Who documents it, as the warning names them.
+    pub documented_by: &'static str,
+    /// What rolls it out to the Machines, as the warning says it.
+    pub rolled_out_by: &'static str,
 }
 
 /// A bootstrap provider's config kind, as the policy knows it.
@@ -55,6 +79,8 @@ pub struct Provider {
     pub fill_once: &'static [PathPattern],
     /// The same for the template kind (paths from the template's top).
     pub template_fill_once: &'static [PathPattern],
+    /// The in-place template edit the provider documents, if any.
+    pub template_documented_edit: Option<DocumentedEdit>,
     pub defaulter: Defaulter,
 }
 
@@ -98,6 +124,7 @@ pub const PROVIDERS: [Provider; 8] = [
             builtin_path! { spec.template.spec.joinConfiguration.nodeRegistration.imagePullPolicy },
             builtin_path! { spec.template.spec.joinConfiguration.discovery.file.kubeConfig.user.exec.apiVersion },
         ],
+        template_documented_edit: None,
         defaulter: Defaulter::KubeadmDurations,
     },
     Provider {
@@ -111,6 +138,7 @@ pub const PROVIDERS: [Provider; 8] = [
         machine_only: &[],
         fill_once: &[],
         template_fill_once: &[],
+        template_documented_edit: None,
         defaulter: Defaulter::None,
     },
     Provider {
@@ -122,6 +150,7 @@ pub const PROVIDERS: [Provider; 8] = [
         machine_only: &[],
         fill_once: &[],
         template_fill_once: &[],
+        template_documented_edit: None,
         defaulter: Defaulter::None,
     },
     Provider {
@@ -135,6 +164,7 @@ pub const PROVIDERS: [Provider; 8] = [
         // The defaulter's format, set when empty.
         fill_once: &[builtin_path! { spec.agentConfig.format }],
         template_fill_once: &[builtin_path! { spec.template.spec.agentConfig.format }],
+        template_documented_edit: None,
         defaulter: Defaulter::Rke2UserData,
     },
     Provider {
@@ -149,6 +179,20 @@ pub const PROVIDERS: [Provider; 8] = [
         // k0s copies the version from a Machine owner when it is empty.
         fill_once: &[builtin_path! { spec.version }],
         template_fill_once: &[],
+        // k0smotron docs/update/update-capi-cluster-workers.md ("Update worker nodes", with
+        // CAPI's in-place updates extension): bump `spec.template.spec.version` on the
+        // MachineDeployment "and the referenced K0sWorkerConfigTemplate, if you keep the two in
+        // sync". A config's own version wins over its Machine's (worker_bootstrap_controller.go
+        // fills it only when empty), so a template left behind pins new Machines to the old k0s.
+        // The MachineDeployment's version change makes a new MachineSet, whose Machines CAPI
+        // updates in place (k0smotron's extension runs an autopilot Plan) or replaces, from the
+        // template as it then is: the edit rolls out with it. The docs name no other field, and
+        // the extension updates the k0s version only ("they don't touch its configuration").
+        template_documented_edit: Some(DocumentedEdit {
+            paths: &[builtin_path! { spec.template.spec.version }],
+            documented_by: "k0smotron docs",
+            rolled_out_by: "rolls out with the MachineDeployment's version bump only",
+        }),
         defaulter: Defaulter::None,
     },
     Provider {
@@ -167,6 +211,7 @@ pub const PROVIDERS: [Provider; 8] = [
             builtin_path! { spec.serverConfig.cloudProviderName },
         ],
         template_fill_once: &[],
+        template_documented_edit: None,
         defaulter: Defaulter::None,
     },
     Provider {
@@ -180,6 +225,7 @@ pub const PROVIDERS: [Provider; 8] = [
         machine_only: &[],
         fill_once: &[],
         template_fill_once: &[],
+        template_documented_edit: None,
         defaulter: Defaulter::None,
     },
     Provider {
@@ -192,6 +238,7 @@ pub const PROVIDERS: [Provider; 8] = [
         machine_only: &[],
         fill_once: &[],
         template_fill_once: &[],
+        template_documented_edit: None,
         defaulter: Defaulter::None,
     },
 ];
@@ -272,6 +319,25 @@ pub fn provider_of(config_kind: &str) -> Option<&'static Provider> {
 /// The record of a template kind (`KubeadmConfigTemplate`).
 pub fn provider_of_template(template_kind: &str) -> Option<&'static Provider> {
     provider_of(template_kind.strip_suffix(TEMPLATE_SUFFIX)?)
+}
+
+/// The provider's documented in-place edit of a template kind, when `changed` (the changed
+/// paths, at least one) are all among its fields.
+pub fn documented_template_edit<'p>(
+    template_kind: &str,
+    mut changed: impl Iterator<Item = &'p FieldPath>,
+) -> Option<&'static DocumentedEdit> {
+    let edit = provider_of_template(template_kind)?
+        .template_documented_edit
+        .as_ref()?;
+    let mut any = false;
+    changed
+        .all(|path| {
+            any = true;
+            edit.paths.iter().any(|p| p.matches(path))
+        })
+        .then_some(edit)
+        .filter(|_| any)
 }
 
 fn rules(machine_only: &[PathPattern], fill_once: &[PathPattern]) -> FieldRules {
@@ -357,6 +423,63 @@ mod tests {
                 !DEFAULT_CONTROLLER_USERS[..i].contains(user),
                 "{user} twice"
             );
+        }
+    }
+
+    /// A path of keys, `spec.template.spec.version`.
+    fn path(dotted: &str) -> FieldPath {
+        let mut keys = dotted.split('.');
+        let first = FieldPath::root(keys.next().unwrap());
+        keys.fold(first, |path, key| path.child(key))
+    }
+
+    /// k0smotron's documented version bump is the only documented in-place template edit: the
+    /// version alone, of a K0sWorkerConfigTemplate; with anything else, or of any other kind,
+    /// none.
+    #[rstest]
+    #[case::k0s_version_alone("K0sWorkerConfigTemplate", &["spec.template.spec.version"], true)]
+    #[case::k0s_version_and_args("K0sWorkerConfigTemplate", &["spec.template.spec.version", "spec.template.spec.args"], false)]
+    #[case::k0s_args_alone("K0sWorkerConfigTemplate", &["spec.template.spec.args"], false)]
+    #[case::k0s_nothing_changed("K0sWorkerConfigTemplate", &[], false)]
+    #[case::k0s_config_not_template("K0sWorkerConfig", &["spec.version"], false)]
+    #[case::k0s_config_path_on_the_template("K0sWorkerConfigTemplate", &["spec.version"], false)]
+    #[case::k3s_version("KThreesConfigTemplate", &["spec.template.spec.version"], false)]
+    #[case::kubeadm_version("KubeadmConfigTemplate", &["spec.template.spec.version"], false)]
+    #[case::unknown("ExampleConfigTemplate", &["spec.template.spec.version"], false)]
+    fn documented_template_edits(
+        #[case] kind: &str,
+        #[case] changed: &[&str],
+        #[case] documented: bool,
+    ) {
+        let changed: Vec<FieldPath> = changed.iter().map(|p| path(p)).collect();
+        let edit = documented_template_edit(kind, changed.iter());
+        assert_eq!(edit.is_some(), documented, "{kind} {changed:?}");
+        if let Some(edit) = edit {
+            assert_eq!(
+                (edit.documented_by, edit.rolled_out_by),
+                (
+                    "k0smotron docs",
+                    "rolls out with the MachineDeployment's version bump only"
+                )
+            );
+        }
+    }
+
+    /// Each record's documented edit names template fields, parsed as their text says.
+    #[test]
+    fn documented_edits_name_template_fields() {
+        let with_one: Vec<&str> = PROVIDERS
+            .iter()
+            .filter(|p| p.template_documented_edit.is_some())
+            .map(|p| p.config_kind)
+            .collect();
+        assert_eq!(with_one, ["K0sWorkerConfig"]);
+        for edit in PROVIDERS.iter().filter_map(|p| p.template_documented_edit.as_ref()) {
+            assert!(!edit.paths.is_empty());
+            for pattern in edit.paths {
+                assert!(pattern.as_str().starts_with("spec.template.spec."));
+                assert_eq!(PathPattern::parse(pattern.as_str()).as_ref(), Ok(pattern));
+            }
         }
     }
 

@@ -9,9 +9,14 @@
 //! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
 //!   change: only `controllerUsers` may (rule 3).
 //!
+//! And one a provider has: an edit its own docs make in place, of its fields alone
+//! ([`crate::capi::providers::DocumentedEdit`], k0smotron's version bump), is admitted with a
+//! warning saying what rolls it out.
+//!
 //! Each finding below is worded here; which one a request gets is
 //! [`crate::webhooks::bootstrap_template`]'s decision. `templateEdits` says what they do.
 
+use crate::capi::providers::DocumentedEdit;
 use crate::settings::Settings;
 use crate::verdict::{Finding, Subject, Violation};
 
@@ -44,6 +49,15 @@ pub fn class_template_edited(classes: &[String]) -> Finding {
     Finding::warning(format!(
         "ClusterClass {} uses this template: every Cluster of it rolls its Machines at the next reconcile",
         classes.join(", ")
+    ))
+}
+
+/// An edit of the fields a provider documents editing in place, and of nothing else (`first`:
+/// the first changed path): admitted, with what rolls it out.
+pub fn documented_edit(first: &str, edit: &DocumentedEdit) -> Finding {
+    Finding::warning(format!(
+        "{first} edited in place ({}): {}",
+        edit.documented_by, edit.rolled_out_by
     ))
 }
 
@@ -198,6 +212,24 @@ mod tests {
             finding.warning,
             format!("{start}: every Cluster of it rolls its Machines at the next reconcile")
         );
+    }
+
+    #[test]
+    fn a_documented_edit_is_a_warning_saying_what_rolls_it_out() {
+        let edit = crate::capi::providers::provider_of_template("K0sWorkerConfigTemplate")
+            .and_then(|p| p.template_documented_edit.as_ref())
+            .unwrap();
+        let finding = documented_edit("spec.template.spec.version", edit);
+        assert_eq!(
+            (finding.action, finding.violations.len()),
+            (Action::Warn, 0)
+        );
+        assert_eq!(
+            finding.warning,
+            "spec.template.spec.version edited in place (k0smotron docs): rolls out with the \
+             MachineDeployment's version bump only"
+        );
+        assert!(finding.warning.len() <= 120, "{}", finding.warning.len());
     }
 
     #[test]

@@ -2,15 +2,16 @@
 //! `bootstrapConfigKinds`): what its UPDATE and DELETE are judged by (rule 8,
 //! [`crate::rules::template_edit`]). A CREATE is accepted. An UPDATE that changes
 //! `spec.template.spec` (what the provider's defaulter writes aside) is, in this order: a
-//! topology-managed copy's edit; a ClusterClass template's edit (a warning); with lookups, the
-//! edit of a template nothing references (a warning); otherwise an in-place edit. A DELETE is
+//! topology-managed copy's edit; a ClusterClass template's edit (a warning); the in-place edit
+//! the provider documents, of its fields alone (a warning); with lookups, the edit of a
+//! template nothing references (a warning); otherwise an in-place edit. A DELETE is
 //! judged with lookups; without them (or when they fail) a person's DELETE of a template its
 //! Cluster owns gets what `deleteOwnedConfigs` says (rule 7).
 
 use crate::capi::defaulters::as_defaulted;
 use crate::capi::kinds::{MACHINE_DEPLOYMENT, MACHINE_SET, TEMPLATE_SUFFIX};
 use crate::capi::owners::cluster_classes;
-use crate::capi::providers::default_template_field_rules;
+use crate::capi::providers::{default_template_field_rules, documented_template_edit};
 use crate::diff::changes_at;
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::lookups::{consumers, consumers_in, is_being_deleted, referencing, Lookups};
@@ -21,8 +22,8 @@ use crate::rules::controller_writes::is_topology_owned;
 use crate::rules::delete_and_move::{check_owned_delete, template_owners};
 use crate::rules::in_place_edit::{change_violations, check_dropped, with_conversion};
 use crate::rules::template_edit::{
-    class_template_edited, referenced_template_deleted, template_edited, topology_copy_edited,
-    unreferenced_template_edited, UNKNOWN_USERS,
+    class_template_edited, documented_edit, referenced_template_deleted, template_edited,
+    topology_copy_edited, unreferenced_template_edited, UNKNOWN_USERS,
 };
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject};
@@ -155,6 +156,10 @@ fn update(
     if !classes.is_empty() {
         return vec![class_template_edited(&classes)];
     }
+    // The provider's own docs make this edit in place (k0smotron's version bump): admitted.
+    if let Some(edit) = documented_template_edit(kind, changes.iter().map(|c| &c.path)) {
+        return vec![documented_edit(&violations[0].field, edit)];
+    }
     let mut findings = Vec::new();
     let users = match lookups.map(|l| users(settings, l, subject, false)) {
         Some(Ok(users)) if users.is_empty() => {
@@ -253,6 +258,62 @@ mod tests {
         #[case] expected: &[&str],
     ) {
         assert_eq!(findings(KC, operation, old, new, settings), expected);
+    }
+
+    fn k0s_template(version: &str, args: &[&str]) -> Value {
+        json!({"metadata": {"name": "md-0-0123abcd"},
+               "spec": {"template": {"spec": {"version": version, "args": args}}}})
+    }
+
+    /// k0smotron's documented version bump of a K0sWorkerConfigTemplate: the version alone is
+    /// admitted with a warning whatever `templateEdits` says (but `allow`, which says nothing);
+    /// with another field it is an edit like any other, the version listed too.
+    #[rstest]
+    #[case::version_alone(k0s_template("v1.31.3+k0s.0", &[]), json!({}), &["Warn spec.template.spec.version edited in place (k0smotron docs): rolls out with the MachineDeployment's version bump only"])]
+    #[case::version_alone_warn_mode(k0s_template("v1.31.3+k0s.0", &[]), json!({"templateEdits": "warn"}), &["Warn spec.template.spec.version edited in place (k0smotron docs): rolls out with the MachineDeployment's version bump only"])]
+    #[case::version_alone_allow_mode(k0s_template("v1.31.3+k0s.0", &[]), json!({"templateEdits": "allow"}), &[])]
+    #[case::version_and_args(k0s_template("v1.31.3+k0s.0", &["--labels=pool=a"]), json!({}), &["Reject spec.template.spec.args: Forbidden: added"])]
+    #[case::args_alone(k0s_template("v1.30.1+k0s.0", &["--labels=pool=a"]), json!({}), &["Reject spec.template.spec.args: Forbidden: added"])]
+    fn k0smotron_s_documented_version_bump(
+        #[case] new: Value,
+        #[case] settings: Value,
+        #[case] expected: &[&str],
+    ) {
+        let old = k0s_template("v1.30.1+k0s.0", &[]);
+        assert_eq!(
+            findings("K0sWorkerConfigTemplate", "UPDATE", old, new, settings),
+            expected
+        );
+    }
+
+    #[test]
+    fn a_version_and_another_field_lists_both() {
+        let old = k0s_template("v1.30.1+k0s.0", &[]);
+        let new = k0s_template("v1.31.3+k0s.0", &["--labels=pool=a"]);
+        let json = serde_json::to_vec(&json!({
+            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta1", "kind": "K0sWorkerConfigTemplate"},
+            "operation": "UPDATE", "namespace": "fleet", "name": "md-0-0123abcd",
+            "object": new, "oldObject": old,
+        }))
+        .unwrap();
+        let doc = read_document(&json, RequestDoc::read).unwrap();
+        let (group_kind, version) = doc.kind_of().unwrap();
+        let request = Request::parse(&doc, group_kind, &version).unwrap();
+        let subject = Subject {
+            group_kind: GroupKind::new("bootstrap.cluster.x-k8s.io", "K0sWorkerConfigTemplate"),
+            namespace: "fleet".into(),
+            name: "md-0-0123abcd".into(),
+        };
+        let findings = judge(&Settings::default(), &request, &subject, None);
+        let fields: Vec<&str> = findings[0]
+            .violations
+            .iter()
+            .map(|v| v.field.as_str())
+            .collect();
+        assert_eq!(
+            fields,
+            ["spec.template.spec.args", "spec.template.spec.version"]
+        );
     }
 
     #[test]
