@@ -474,7 +474,10 @@ mod tests {
             .map(|p| p.config_kind)
             .collect();
         assert_eq!(with_one, ["K0sWorkerConfig"]);
-        for edit in PROVIDERS.iter().filter_map(|p| p.template_documented_edit.as_ref()) {
+        for edit in PROVIDERS
+            .iter()
+            .filter_map(|p| p.template_documented_edit.as_ref())
+        {
             assert!(!edit.paths.is_empty());
             for pattern in edit.paths {
                 assert!(pattern.as_str().starts_with("spec.template.spec."));
