@@ -5,7 +5,7 @@
 //! - README.md links repository files only absolutely (`https://github.com/<repo>/blob/main/…`):
 //!   Artifact Hub shows it, and `kwctl inspect` prints it, out of the repository. Each such link
 //!   names a file of the checkout (and its heading);
-//! - the README's lookup RBAC is the block the cluster test applies (cluster-test/policy_test.go
+//! - the README's lookup RBAC is the block the cluster test applies (cluster-test/framework/policy.go
 //!   finds it by the same pattern), and grants what policy.yaml's contextAwareResources name;
 //! - the README's refusal is kubectl's output as the cluster test compares it.
 //!
@@ -416,7 +416,7 @@ fn anchors_follow_githubs_rules() {
     assert_eq!(dests, ["docs/a.md#x", "d e.md", "img.png", "x.md"]);
 }
 
-/// The README's ClusterRole block, found as cluster-test/policy_test.go's lookupsRBAC finds it:
+/// The README's ClusterRole block, found as cluster-test/framework/policy.go's LookupsRBAC finds it:
 /// the first ```yaml block that starts with a ClusterRole.
 fn readme_rbac() -> Vec<Value> {
     let readme = read("README.md");
@@ -506,7 +506,7 @@ fn readme_rbac_grants_what_policy_yaml_looks_up_to_the_default_policy_server() {
 }
 
 /// The refusal the README shows is kubectl's stderr as the cluster test compares it
-/// (cluster-test/cluster_test.go: the README contains "\n" + stderr): the command, kubectl's
+/// (cluster-test/edits_test.go: the README contains "\n" + stderr): the command, kubectl's
 /// patch, the webhook's name and the policy's message with the rotation to do.
 #[test]
 fn readme_shows_kubectls_refusal_as_the_cluster_test_compares_it() {

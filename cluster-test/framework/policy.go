@@ -184,7 +184,10 @@ func (s *PolicyServer) Start(a *Artifacts, overrides map[string]any) {
 		"--cert-file", s.certFile,
 		"--key-file", s.keyFile,
 	)
-	s.Process = StartProcess(t, a, fmt.Sprintf("policy-server-%d", s.starts), s.Bin, args, "KUBECONFIG="+s.Kubeconfig)
+	// policy-server caches sigstore data in ./sigstore-data unless told otherwise: the test's
+	// artifacts, not the checkout (policy-host ignores the variable).
+	s.Process = StartProcess(t, a, fmt.Sprintf("policy-server-%d", s.starts), s.Bin, args,
+		"KUBECONFIG="+s.Kubeconfig, "KUBEWARDEN_SIGSTORE_CACHE_DIR="+a.Path("sigstore-data"))
 	s.waitReady(t)
 }
 
