@@ -32,6 +32,8 @@ import (
 type stack struct {
 	*testCluster
 	*framework.Kubewarden
+	// moduleFile is the annotated module the person built (ANNOTATED_POLICY), pushed by kwctl.
+	moduleFile string
 }
 
 // TestKubewardenStack: Kubewarden installed as its charts install it, in front of CAPI, the
@@ -71,18 +73,20 @@ func TestKubewardenStack(t *testing.T) {
 		{ID: "bringUpPool", Name: "CAPI brings a pool up behind Kubewarden, every controller write admitted", Needs: []string{"applyPolicy"}, Run: s.bringUpPool},
 		{ID: "reapply", Name: "re-applying unchanged manifests is admitted without a warning", Needs: []string{"bringUpPool"}, Run: s.reapply},
 		{ID: "monitorEdit", Name: "monitor: a person's in-place edit of the config in use is admitted, the refusal it would be only in policy-server's log", Needs: []string{"bringUpPool"}, Run: s.monitorEdit},
-		{ID: "protect", Name: "kubectl patch to protect: the policy-server rolls out, CABPK's writes admitted, then the same edit is refused with the paths", Needs: []string{"monitorEdit"}, Run: s.protect},
-		{ID: "protectToMonitor", Name: "protect -> monitor is refused by the controller", Needs: []string{"protect"}, Run: s.protectToMonitor},
+		{ID: "protect", Name: "mode: protect in the person's policy.yaml, applied: the policy-server rolls out, CABPK's writes admitted, then the same edit is refused with the paths", Needs: []string{"monitorEdit"}, Run: s.protect},
+		{ID: "protectToMonitor", Name: "protect -> monitor (a file still saying monitor, applied) is refused by the controller", Needs: []string{"protect"}, Run: s.protectToMonitor},
+		{ID: "newModuleTag", Name: "the person's policy.yaml (mode: protect) applied with a new module tag: admitted, the policy active again, the edit still refused", Needs: []string{"protect"}, Run: s.newModuleTag},
 		{ID: "personEdits", Name: "a person's in-place edit is refused with the field paths and the rotation to do", Needs: []string{"protect"}, Run: s.personEdits},
 		{ID: "tokenRotations", Name: "CABPK rotates the pool's token three times, each admitted without a warning", Needs: []string{"protect"}, Run: s.tokenRotations},
 		{ID: "rotation", Name: "rotating configRef as the README says is admitted and CAPI rolls the new config", Needs: []string{"protect"}, Run: s.rotation},
-		{ID: "contextAware", Name: "the README's lookup RBAC bound to the chart's ServiceAccount: contextAware warns the rotated-out edit, refuses the referenced DELETE", Needs: []string{"rotation"}, Run: s.contextAware},
+		{ID: "auditScanChartRBAC", Name: "the audit scanner run as its CronJob runs it, with the chart's RBAC only: nothing of CAPI's kinds reported", Needs: []string{"bringUpPool"}, Run: s.auditScanChartRBAC},
+		{ID: "contextAware", Name: "the README's lookup RBAC bound to the chart's ServiceAccounts: contextAware warns the rotated-out edit, refuses the referenced DELETE", Needs: []string{"rotation"}, Run: s.contextAware},
 		{ID: "replicaDeleted", Name: "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", Needs: []string{"protect"}, Run: s.replicaDeleted},
 		{ID: "machinePoolDeletion", Name: "kubectl delete machinepool completes in every cascade, with and without contextAware, CAPI's and the garbage collector's deletes admitted", Needs: []string{"protect"}, Run: s.machinePoolDeletion},
 		{ID: "replaceForce", Name: "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", Needs: []string{"protect"}, Run: s.replaceForce},
 		{ID: "v1beta1Clients", Name: "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", Needs: []string{"protect"}, Run: s.v1beta1Clients},
 		{ID: "outage", Name: "the PolicyServer scaled to zero: CABPK's rotations pass unjudged, and verdicts return with it", Needs: []string{"protect"}, Run: s.outage},
-		{ID: "auditScan", Name: "the audit scanner run as its CronJob runs it: nothing of CAPI's kinds with the chart's RBAC, the MachinePool passed with the lookup role; a contract-breaking pool cannot be stored", Needs: []string{"contextAware"}, Run: s.auditScan},
+		{ID: "auditScan", Name: "the audit scanner, bound the lookup role by the README's RBAC: the MachinePool passed; a contract-breaking pool cannot be stored", Needs: []string{"contextAware"}, Run: s.auditScan},
 		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"protect"}, Run: s.rotateCommand},
 		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: s.clusterctlMove},
 		{ID: "noneRefused", Name: "no write of CAPI's controllers or of Kubewarden's components was refused in the whole run; the controller wrote the webhook, kube-controller-manager made the Pods", Needs: []string{"applyPolicy"}, Run: s.noneRefused},
@@ -130,11 +134,15 @@ func (s *stack) applyPolicy(t *testing.T) {
 	s.Registry = s.StartRegistry()
 	sources := s.Artifacts.Path("kwctl-sources.yaml")
 	framework.Must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.Registry)), 0o644))
+	// The README's commands: `make` (ANNOTATED_POLICY, built by `make cluster-test`), kwctl push
+	// to the person's own registry, module: pointed there, capi-rollout-check settings,
+	// kubectl apply.
 	module, err := filepath.Abs(filepath.Join("..", "annotated-policy.wasm"))
 	framework.Must(t, err)
 	if m := os.Getenv("ANNOTATED_POLICY"); m != "" {
 		module = m
 	}
+	s.moduleFile = module
 	// The tag policy.yaml names, in the test's registry.
 	original := string(framework.ReadFile(t, filepath.Join("..", "policy.yaml")))
 	moduleLine := regexp.MustCompile(`(?m)^(  module: )registry://[^/]+/(.*)$`)
@@ -162,6 +170,11 @@ func (s *stack) applyPolicy(t *testing.T) {
 	s.PolicyFile = "policy.yaml"
 	rewritten := moduleLine.ReplaceAllString(original, "${1}"+s.Module)
 	framework.Must(t, os.WriteFile(s.Artifacts.Path(s.PolicyFile), []byte(rewritten), 0o644))
+	check := exec.Command(framework.RolloutCheckBinary(t), "settings", s.PolicyFile)
+	check.Dir = s.Artifacts.Dir
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("capi-rollout-check settings policy.yaml: %v\n%s", err, out)
+	}
 	r = s.Person.Run(t, "apply", "-f", s.PolicyFile)
 	if r.Err != nil {
 		t.Fatalf("kubectl apply -f policy.yaml: %v\n%s", r.Err, r.Stderr)
@@ -328,10 +341,11 @@ func (s *stack) protect(t *testing.T) {
 	deployment := &appsv1.Deployment{}
 	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: framework.KubewardenNamespace, Name: "policy-server-default"}, deployment))
 	generation := deployment.Generation
-	// The README's command.
-	r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"protect"}}`)
+	// The README's step: mode: protect in the person's copy of policy.yaml, applied.
+	s.changePolicyFile(t, s.PolicyFile, "mode", "protect")
+	r := s.Person.Run(t, "apply", "-f", s.PolicyFile)
 	if r.Err != nil {
-		t.Fatalf("kubectl patch to protect: %v\n%s", r.Err, r.Stderr)
+		t.Fatalf("kubectl apply -f policy.yaml (mode: protect): %v\n%s", r.Err, r.Stderr)
 	}
 	// The controller writes the new policies.yml and rolls the policy-server out again.
 	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -379,13 +393,17 @@ func (s *stack) protect(t *testing.T) {
 	s.CheckControllersAdmitted(t, since)
 }
 
-// protectToMonitor: the README's "protect -> monitor is refused by Kubewarden", by the
-// controller's validating webhook for ClusterAdmissionPolicies (the controller chart's
+// protectToMonitor: the README's "protect -> monitor is refused by Kubewarden", as a GitOps
+// user meets it (a file still saying mode: monitor applied once the policy is in protect), by
+// the controller's validating webhook for ClusterAdmissionPolicies (the controller chart's
 // vclusteradmissionpolicy.kb.io, served by the controller's process): kubectl prints the
 // field's reason, the audit log names the webhook.
 func (s *stack) protectToMonitor(t *testing.T) {
 	since := time.Now()
-	r := s.Person.Run(t, "patch", "clusteradmissionpolicy", s.Policy.Metadata.Name, "--type", "merge", "-p", `{"spec":{"mode":"monitor"}}`)
+	stale := "policy-monitor.yaml"
+	framework.Must(t, os.WriteFile(s.Artifacts.Path(stale), framework.ReadFile(t, s.Artifacts.Path(s.PolicyFile)), 0o644))
+	s.changePolicyFile(t, stale, "mode", "monitor")
+	r := s.Person.Run(t, "apply", "-f", stale)
 	if r.Err == nil {
 		t.Fatalf("protect -> monitor was admitted:\n%s", r.Stdout)
 	}
@@ -418,9 +436,11 @@ func (s *stack) contextAware(t *testing.T) {
 	since := time.Now()
 	rbac := s.Artifacts.Path("lookups-rbac.yaml")
 	framework.Must(t, os.WriteFile(rbac, framework.LookupsRBAC(t), 0o644))
-	subject := framework.ServiceAccountOf(t, framework.ReadObjects(t, framework.LookupsRBAC(t)))
-	if sa := (&corev1.ServiceAccount{}); s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: subject.Namespace, Name: subject.Name}, sa) != nil {
-		t.Fatalf("the README binds the lookups to ServiceAccount %s/%s, which the charts did not create", subject.Namespace, subject.Name)
+	subjects := framework.ServiceAccountsOf(t, framework.ReadObjects(t, framework.LookupsRBAC(t)))
+	for _, subject := range subjects {
+		if sa := (&corev1.ServiceAccount{}); s.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: subject.Namespace, Name: subject.Name}, sa) != nil {
+			t.Fatalf("the README binds the lookups to ServiceAccount %s/%s, which the charts did not create", subject.Namespace, subject.Name)
+		}
 	}
 	for _, args := range [][]string{
 		{"apply", "-f", "lookups-rbac.yaml"},
@@ -432,10 +452,12 @@ func (s *stack) contextAware(t *testing.T) {
 	}
 	s.WaitRolledOut(t, "policy-server-default", since)
 	s.WaitPolicy(t, "active", 2*time.Minute)
-	for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
-		r := s.Person.Run(t, "auth", "can-i", "list", resource, "-n", framework.Namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
-		if strings.TrimSpace(r.Stdout) != "yes" {
-			t.Errorf("the chart's policy-server ServiceAccount may not list %s: %s %s", resource, r.Stdout, r.Stderr)
+	for _, subject := range subjects {
+		for _, resource := range []string{"machinepools.cluster.x-k8s.io", "kubeadmconfigs.bootstrap.cluster.x-k8s.io"} {
+			r := s.Person.Run(t, "auth", "can-i", "list", resource, "-n", framework.Namespace, "--as", "system:serviceaccount:"+subject.Namespace+":"+subject.Name)
+			if strings.TrimSpace(r.Stdout) != "yes" {
+				t.Errorf("the chart's ServiceAccount %s/%s may not list %s: %s %s", subject.Namespace, subject.Name, resource, r.Stdout, r.Stderr)
+			}
 		}
 	}
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
@@ -552,16 +574,14 @@ func (s *stack) outage(t *testing.T) {
 	s.CheckControllersAdmitted(t, since)
 }
 
-// auditScan: the person runs the chart's audit-scanner CronJob once (`kubectl create job
-// --from=cronjob/audit-scanner`); its Job's Pod runs the real audit-scanner, which sends the
+// auditScanChartRBAC: the person runs the chart's audit-scanner CronJob once (`kubectl create
+// job --from=cronjob/audit-scanner`); its Job's Pod runs the real audit-scanner, which sends the
 // fleet's objects of the policy's CREATE rules without wildcards to policy-server's /audit
 // endpoint (through the policy-server Service's name: the Services stand-in) and writes an
 // OpenReport per object. The chart's `audit-scanner` ServiceAccount holds `view`, which covers
-// none of CAPI's kinds: the first run reports nothing for the policy; once the person binds it
-// the README's lookup ClusterRole too, the second reports the MachinePool. The bootstrap configs
-// are in no report: the policy's rule for them names `apiVersions: ["*"]`, and the audit
-// scanner skips a rule with a wildcard.
-func (s *stack) auditScan(t *testing.T) {
+// none of CAPI's kinds: before the README's RBAC (the contextAware step) it reports nothing for
+// the policy.
+func (s *stack) auditScanChartRBAC(t *testing.T) {
 	if s.Tools.AuditScanner == "" {
 		t.Skip("not run: the audit scanner (no AUDIT_SCANNER)")
 	}
@@ -574,26 +594,18 @@ func (s *stack) auditScan(t *testing.T) {
 		forbidden += strings.Count(string(framework.ReadFile(t, log)), `cannot list resource \"machinepools\"`)
 	}
 	t.Logf("with the chart's RBAC, the audit scanner was refused the list of MachinePools %d times", forbidden)
+}
 
-	binding := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: capi-bootstrap-rollout-policy-audit
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: capi-bootstrap-rollout-policy-lookups
-subjects:
-  - kind: ServiceAccount
-    name: audit-scanner
-    namespace: %s
-`, framework.KubewardenNamespace)
-	framework.Must(t, os.WriteFile(s.Artifacts.Path("audit-scanner-rbac.yaml"), []byte(binding), 0o644))
-	if r := s.Person.Run(t, "apply", "-f", "audit-scanner-rbac.yaml"); r.Err != nil {
-		t.Fatalf("kubectl apply -f audit-scanner-rbac.yaml: %v\n%s", r.Err, r.Stderr)
+// auditScan: once the README's RBAC block (applied by the contextAware step) binds the lookup
+// ClusterRole to the audit scanner's ServiceAccount too, its run reports the MachinePool. The
+// bootstrap configs are in no report: the policy's rule for them names `apiVersions: ["*"]`,
+// and the audit scanner skips a rule with a wildcard.
+func (s *stack) auditScan(t *testing.T) {
+	if s.Tools.AuditScanner == "" {
+		t.Skip("not run: the audit scanner (no AUDIT_SCANNER)")
 	}
 	s.plantContractBreakingPools(t)
-	results = s.RunAuditScanner(t, "audit-scanner-twice")
+	results := s.RunAuditScanner(t, "audit-scanner-twice")
 	got, ok := results["MachinePool "+framework.PoolName]
 	if !ok {
 		t.Errorf("no audit result of the policy for MachinePool %s: %v (reports: %s)", framework.PoolName, results, s.Artifacts.Path("audit-reports-audit-scanner-twice.yaml"))
@@ -714,4 +726,53 @@ func (s *stack) checkWriters(t *testing.T, events []framework.AuditEvent) {
 			t.Errorf("%s created a Pod in %s; only kube-controller-manager's controllers should: %v", user, framework.KubewardenNamespace, podCreators)
 		}
 	}
+}
+
+// changePolicyFile is the person's change of a field of spec in their copy of policy.yaml
+// (file, in the artifacts): the line `  <field>: ...` set to value.
+func (s *stack) changePolicyFile(t *testing.T, file, field, value string) {
+	t.Helper()
+	path := s.Artifacts.Path(file)
+	text := string(framework.ReadFile(t, path))
+	line := regexp.MustCompile(`(?m)^(  ` + regexp.QuoteMeta(field) + `: ).*$`)
+	if n := len(line.FindAllString(text, -1)); n != 1 {
+		t.Fatalf("%s has %d lines `  %s: ...`, want 1", file, n, field)
+	}
+	framework.Must(t, os.WriteFile(path, []byte(line.ReplaceAllLiteralString(text, "  "+field+": "+value)), 0o644))
+}
+
+// newModuleTag: after the README's protect step, the person's next change as a GitOps user
+// makes it: the same module pushed under a new tag, their policy.yaml (which says mode:
+// protect since that step) pointed at it and applied. The controller admits it, rolls the
+// policy-server out with the new module, and the policy is active again and still refuses.
+func (s *stack) newModuleTag(t *testing.T) {
+	since := time.Now()
+	if text := string(framework.ReadFile(t, s.Artifacts.Path(s.PolicyFile))); !regexp.MustCompile(`(?m)^  mode: protect$`).MatchString(text) {
+		t.Fatalf("the person's %s does not say mode: protect", s.PolicyFile)
+	}
+	module := s.Module[:strings.LastIndex(s.Module, ":")] + ":v0.1.1"
+	push := exec.Command(s.Tools.Kwctl, "push", "--sources-path", s.Artifacts.Path("kwctl-sources.yaml"), s.moduleFile, module)
+	out, err := push.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kwctl push %s: %v\n%s", module, err, out)
+	}
+	t.Logf("kwctl push %s:\n%s", module, out)
+	s.changePolicyFile(t, s.PolicyFile, "module", module)
+	r := s.Person.Run(t, "apply", "-f", s.PolicyFile)
+	if r.Err != nil {
+		t.Fatalf("kubectl apply -f policy.yaml (mode: protect, module %s) was refused: %v\n%s", module, r.Err, r.Stderr)
+	}
+	s.Module = module
+	s.WaitRolledOut(t, "policy-server-default", since)
+	policy := s.WaitPolicy(t, "active", 2*time.Minute)
+	for field, want := range map[string]string{"module": module, "mode": "protect"} {
+		if got, _, _ := unstructured.NestedString(policy.Object, "spec", field); got != want {
+			t.Errorf("the policy's spec.%s is %q, want %q", field, got, want)
+		}
+	}
+	r = s.editConfig(t, "262144", "524288")
+	if r.Err == nil || !strings.Contains(r.Stderr, fmt.Sprintf("admission webhook %q denied the request", s.WebhookName())) {
+		t.Errorf("with the new module the edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
+	}
+	s.CheckControllersAdmitted(t, since)
 }

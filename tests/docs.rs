@@ -436,7 +436,7 @@ fn readme_rbac() -> Vec<Value> {
 }
 
 #[test]
-fn readme_rbac_grants_what_policy_yaml_looks_up_to_the_default_policy_server() {
+fn readme_rbac_grants_what_policy_yaml_looks_up_to_the_policy_server_and_audit_scanner() {
     let docs = readme_rbac();
     let role = docs
         .iter()
@@ -451,12 +451,17 @@ fn readme_rbac_grants_what_policy_yaml_looks_up_to_the_default_policy_server() {
         "the binding's roleRef"
     );
     let subjects = binding["subjects"].as_array().expect("subjects");
-    assert!(
-        subjects.iter().any(|s| s["kind"] == "ServiceAccount"
-            && s["name"] == "policy-server"
-            && s["namespace"] == "kubewarden"),
-        "the binding names the charts' default PolicyServer's ServiceAccount kubewarden/policy-server: {subjects:?}"
-    );
+    // The charts' default PolicyServer's ServiceAccount (the lookups) and the audit scanner's
+    // (its reports on CAPI's kinds), both in the release's namespace, as the paragraph says.
+    for name in ["policy-server", "audit-scanner"] {
+        assert!(
+            subjects.iter().any(|s| s["kind"] == "ServiceAccount"
+                && s["name"] == name
+                && s["namespace"] == "kubewarden"),
+            "the binding names the charts' ServiceAccount kubewarden/{name}: {subjects:?}"
+        );
+    }
+    assert_eq!(subjects.len(), 2, "the binding names only those two: {subjects:?}");
     let mut granted = BTreeSet::new();
     for rule in role["rules"].as_array().expect("rules") {
         let verbs: BTreeSet<&str> = rule["verbs"]

@@ -169,9 +169,17 @@ func (m *ManagementCluster) clusterCA(t *testing.T) (cert, key []byte) {
 	return ca.CAPEM, ca.keyPEM(t)
 }
 
-// ServiceAccountOf: the ServiceAccount the README's ClusterRoleBinding grants the lookups to.
+// ServiceAccountOf: the ServiceAccount the README's ClusterRoleBinding grants the lookups to,
+// the policy-server's, which it lists first (the audit scanner's follows).
 func ServiceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1.Subject {
 	t.Helper()
+	return ServiceAccountsOf(t, objects)[0]
+}
+
+// ServiceAccountsOf: every ServiceAccount the README's ClusterRoleBinding binds, in its order.
+func ServiceAccountsOf(t *testing.T, objects []*unstructured.Unstructured) []rbacv1.Subject {
+	t.Helper()
+	var subjects []rbacv1.Subject
 	for _, obj := range objects {
 		if obj.GetKind() != "ClusterRoleBinding" {
 			continue
@@ -180,12 +188,14 @@ func ServiceAccountOf(t *testing.T, objects []*unstructured.Unstructured) rbacv1
 		Must(t, runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, binding))
 		for _, subject := range binding.Subjects {
 			if subject.Kind == rbacv1.ServiceAccountKind {
-				return subject
+				subjects = append(subjects, subject)
 			}
 		}
 	}
-	t.Fatal("the README's lookup RBAC binds no ServiceAccount")
-	return rbacv1.Subject{}
+	if len(subjects) == 0 {
+		t.Fatal("the README's lookup RBAC binds no ServiceAccount")
+	}
+	return subjects
 }
 
 // PolicyWarnings: the warnings kubectl printed, but for the API server's own deprecation
