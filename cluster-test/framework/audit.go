@@ -359,6 +359,13 @@ func (m *ManagementCluster) EventsSince(t *testing.T, since time.Time) []AuditEv
 func (m *ManagementCluster) AdmittedWithoutWarning(t *testing.T, args ...string) {
 	t.Helper()
 	r := m.Person.Run(t, args...)
+	// A 409 of the API server's optimistic concurrency (a controller wrote the object between
+	// kubectl's read and its write) is no answer of the policy: run again, as a person or a
+	// GitOps tool does.
+	for attempt := 1; r.Err != nil && attempt < 3 && strings.Contains(r.Stderr, objectModified); attempt++ {
+		t.Logf("kubectl %s: a write conflict, not the policy (%s): run again", strings.Join(args, " "), strings.TrimSpace(r.Stderr))
+		r = m.Person.Run(t, args...)
+	}
 	if r.Err != nil {
 		t.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), r.Err, r.Stderr)
 	}
@@ -366,6 +373,9 @@ func (m *ManagementCluster) AdmittedWithoutWarning(t *testing.T, args ...string)
 		t.Errorf("kubectl %s printed a warning of the policy: %q", strings.Join(args, " "), w)
 	}
 }
+
+// objectModified is the API server's answer to a write based on a stale resourceVersion.
+const objectModified = "the object has been modified; please apply your changes to the latest version and try again"
 
 func (m *ManagementCluster) PolicyServerLogs(t *testing.T) []string {
 	t.Helper()
