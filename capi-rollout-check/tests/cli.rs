@@ -5,8 +5,7 @@
 //! kustomization.yaml); each file under heads/ is a change to it, most of them rendered the way
 //! `helm template` renders (`---`, `# Source:` comments, an empty template).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 use capi_bootstrap_rollout_policy::fingerprint::{spec_fingerprint, suggested_name};
 use capi_bootstrap_rollout_policy::settings::Settings;
@@ -15,11 +14,7 @@ use serde_json::Value;
 
 const BASE: &str = "tests/fixtures/base";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use common::{run, Run};
 
 impl Run {
     /// Every fragment is in stdout.
@@ -31,28 +26,6 @@ impl Run {
                 self.stdout
             );
         }
-    }
-}
-
-fn run(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capi-rollout-check"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().expect("exited"),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
     }
 }
 

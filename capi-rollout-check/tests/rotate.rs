@@ -3,27 +3,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+
+mod common;
+use common::Run;
 
 const CONFIG: &str = "workers-spot-8d2f0a1c";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn run(args: &[&str]) -> Run {
-    let output = Command::new(env!("CARGO_BIN_EXE_capi-rollout-check"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("the binary runs");
-    Run {
-        code: output.status.code().expect("exited"),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    common::run(args, None)
 }
 
 /// A copy of tests/fixtures/base in a folder of its own under the test's target directory.

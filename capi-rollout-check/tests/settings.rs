@@ -3,40 +3,17 @@
 //! (tests/fixtures/policies: a misspelt key, a bad value, a malformed path, a file holding
 //! several policies, a policy group), and the shipped policy.yaml passing.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
 
 use capi_bootstrap_rollout_policy::validate_settings_payload;
 
 const DIR: &str = "tests/fixtures/policies";
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use common::Run;
 
+/// `capi-rollout-check settings ARGS`.
 fn run(args: &[&str], stdin: Option<&str>) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_capi-rollout-check"))
-        .arg("settings")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).unwrap();
-    }
-    drop(input);
-    let output = child.wait_with_output().unwrap();
-    Run {
-        code: output.status.code().expect("exited"),
-        stdout: String::from_utf8(output.stdout).unwrap(),
-        stderr: String::from_utf8(output.stderr).unwrap(),
-    }
+    common::run(&[&["settings"], args].concat(), stdin)
 }
 
 /// The policy's own message for a settings object: what the lines below quote whole.
