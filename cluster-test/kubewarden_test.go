@@ -183,7 +183,7 @@ func (s *stack) applyPolicy(t *testing.T) {
 }
 
 // compareWebhook reports how the controller's ValidatingWebhookConfiguration differs from the
-// one policy_test.go builds by hand, field by field; the fields that decide which requests the
+// one framework/policy.go builds by hand, field by field; the fields that decide which requests the
 // policy sees and how a failure is handled must be equal.
 func (s *stack) compareWebhook(t *testing.T) {
 	real := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -239,7 +239,7 @@ func (s *stack) compareWebhook(t *testing.T) {
 		svc := w.ClientConfig.Service
 		t.Logf("the controller's webhook calls Service %s/%s port %d path %s", svc.Namespace, svc.Name, ptrValue(svc.Port), ptrValue(svc.Path))
 	}
-	text := "The controller's ValidatingWebhookConfiguration " + real.Name + " against policy_test.go's, where they differ:\n  " + strings.Join(report, "\n  ") + "\n"
+	text := "The controller's ValidatingWebhookConfiguration " + real.Name + " against framework/policy.go's, where they differ:\n  " + strings.Join(report, "\n  ") + "\n"
 	framework.Must(t, os.WriteFile(s.Artifacts.Path("webhook-differences.txt"), []byte(text), 0o644))
 	t.Log(text)
 }
