@@ -461,7 +461,11 @@ fn readme_rbac_grants_what_policy_yaml_looks_up_to_the_policy_server_and_audit_s
             "the binding names the charts' ServiceAccount kubewarden/{name}: {subjects:?}"
         );
     }
-    assert_eq!(subjects.len(), 2, "the binding names only those two: {subjects:?}");
+    assert_eq!(
+        subjects.len(),
+        2,
+        "the binding names only those two: {subjects:?}"
+    );
     let mut granted = BTreeSet::new();
     for rule in role["rules"].as_array().expect("rules") {
         let verbs: BTreeSet<&str> = rule["verbs"]
