@@ -289,7 +289,7 @@ artifacthub-pkg.yml: metadata.yml questions-ui.yml \
 # ---------------------------------------------------------------------------------------------
 # The GitHub workflows and capi-rollout-check's action, linted like code: actionlint (with shellcheck
 # over every `run:` script), shellcheck over the action's scripts, zizmor over .github/ and
-# action.yml, from PyPI at the hashes in .ci/requirements-lint.txt. zizmor runs --offline: the
+# capi-rollout-check/action.yml, from PyPI at the hashes in .ci/requirements-lint.txt. zizmor runs --offline: the
 # audits that ask GitHub's API are for GitHub.
 LINT_VENV := $(TOOLS)/lint
 ACTION_SCRIPTS := $(wildcard capi-rollout-check/action/*.sh)
@@ -303,7 +303,7 @@ $(LINT_VENV)/.installed: .ci/requirements-lint.txt
 lint-actions: $(LINT_VENV)/.installed
 	PATH="$(LINT_VENV)/bin:$$PATH" actionlint -no-color .github/workflows/*.yml
 	$(LINT_VENV)/bin/shellcheck -x $(ACTION_SCRIPTS) .ci/run .ci/release .ci/system-packages .ci/kwctl-checks cluster-test/*.sh cluster-test/capi/*.sh cluster-test/hack/*.sh
-	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github action.yml
+	$(LINT_VENV)/bin/zizmor --offline --no-progress --persona auditor .github capi-rollout-check/action.yml
 lint: lint-actions
 test: lint-actions
 
