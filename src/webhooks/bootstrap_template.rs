@@ -193,17 +193,17 @@ mod tests {
                "spec": {"template": {"spec": {"files": [{"path": "/etc/a", "content": content}]}}}})
     }
 
-    /// What [`judge`] finds on a request for a `kind` template, without lookups: a rejection as
-    /// its first violation, a warning as its text.
-    fn findings(
+    /// [`judge`] on a request for a `kind` template in `version`, without lookups.
+    fn judged(
         kind: &str,
+        version: &str,
         operation: &str,
         old: Value,
         new: Value,
         settings: Value,
-    ) -> Vec<String> {
+    ) -> Vec<Finding> {
         let json = serde_json::to_vec(&json!({
-            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta2", "kind": kind},
+            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": version, "kind": kind},
             "operation": operation, "namespace": "fleet", "name": "md-0-0123abcd",
             "object": new, "oldObject": old,
         }))
@@ -218,6 +218,18 @@ mod tests {
         };
         let settings = Settings::from_value(&settings).unwrap();
         judge(&settings, &request, &subject, None)
+    }
+
+    /// What [`judge`] finds on a v1beta2 request for a `kind` template: a rejection as its first
+    /// violation, a warning as its text.
+    fn findings(
+        kind: &str,
+        operation: &str,
+        old: Value,
+        new: Value,
+        settings: Value,
+    ) -> Vec<String> {
+        judged(kind, "v1beta2", operation, old, new, settings)
             .into_iter()
             .map(|f| match (f.action, f.violations.first()) {
                 (Action::Reject, Some(v)) => format!("Reject {}: {}", v.field, v.detail),
@@ -290,21 +302,14 @@ mod tests {
     fn a_version_and_another_field_lists_both() {
         let old = k0s_template("v1.30.1+k0s.0", &[]);
         let new = k0s_template("v1.31.3+k0s.0", &["--labels=pool=a"]);
-        let json = serde_json::to_vec(&json!({
-            "kind": {"group": "bootstrap.cluster.x-k8s.io", "version": "v1beta1", "kind": "K0sWorkerConfigTemplate"},
-            "operation": "UPDATE", "namespace": "fleet", "name": "md-0-0123abcd",
-            "object": new, "oldObject": old,
-        }))
-        .unwrap();
-        let doc = read_document(&json, RequestDoc::read).unwrap();
-        let (group_kind, version) = doc.kind_of().unwrap();
-        let request = Request::parse(&doc, group_kind, &version).unwrap();
-        let subject = Subject {
-            group_kind: GroupKind::new("bootstrap.cluster.x-k8s.io", "K0sWorkerConfigTemplate"),
-            namespace: "fleet".into(),
-            name: "md-0-0123abcd".into(),
-        };
-        let findings = judge(&Settings::default(), &request, &subject, None);
+        let findings = judged(
+            "K0sWorkerConfigTemplate",
+            "v1beta1",
+            "UPDATE",
+            old,
+            new,
+            json!({}),
+        );
         let fields: Vec<&str> = findings[0]
             .violations
             .iter()
