@@ -35,14 +35,28 @@ func CAPIBinaries(t *testing.T, folder string) string {
 	return strings.TrimSpace(string(out))
 }
 
-func RolloutCheckBinary(t *testing.T) string {
+// repositoryBinary is the binary the variable env names, else the one cargo builds into
+// ../target/<profile>/<name>, as an absolute path.
+func repositoryBinary(t *testing.T, env, profile, name string) string {
 	t.Helper()
-	bin := os.Getenv("ROLLOUT_CHECK")
+	bin := os.Getenv(env)
 	if bin == "" {
-		bin = filepath.Join("..", "target", "debug", "capi-rollout-check")
+		bin = filepath.Join("..", "target", profile, name)
 	}
 	abs, err := filepath.Abs(bin)
 	Must(t, err)
+	return abs
+}
+
+// PolicyHostBinary is POLICY_HOST, or the one `make host` builds.
+func PolicyHostBinary(t *testing.T) string {
+	t.Helper()
+	return repositoryBinary(t, "POLICY_HOST", "release", "policy-host")
+}
+
+func RolloutCheckBinary(t *testing.T) string {
+	t.Helper()
+	abs := repositoryBinary(t, "ROLLOUT_CHECK", "debug", "capi-rollout-check")
 	if _, err := os.Stat(abs); err != nil {
 		t.Fatalf("no capi-rollout-check at %s (ROLLOUT_CHECK=, or cargo build -p capi-rollout-check): %v", abs, err)
 	}

@@ -130,18 +130,6 @@ func NewPolicyServer(t *testing.T, a *Artifacts, certs *Certificates, policy *Cl
 	return s
 }
 
-// PolicyHostBinary is POLICY_HOST, or the one `make host` builds.
-func PolicyHostBinary(t *testing.T) string {
-	t.Helper()
-	host := os.Getenv("POLICY_HOST")
-	if host == "" {
-		host = filepath.Join("..", "target", "release", "policy-host")
-	}
-	host, err := filepath.Abs(host)
-	Must(t, err)
-	return host
-}
-
 func (s *PolicyServer) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.Port) }
 
 // Start writes policies.yml with policy.yaml's settings, changed by overrides, in mode
