@@ -12,6 +12,14 @@
 # CAPI_VERSIONS="v1.14.2" runs only the releases it names.
 set -euo pipefail
 cd "$(dirname "$0")"
+# One run at a time per checkout: the runs share the test binary, the managers' folder and the
+# artifacts in ../target.
+mkdir -p ../target
+exec 9>../target/cluster-test.lock
+if ! flock -n 9; then
+	echo "cluster-test: another run in this checkout holds ../target/cluster-test.lock; waiting" >&2
+	flock 9
+fi
 # shellcheck source=SCRIPTDIR/hack/go-modules.sh
 . hack/go-modules.sh
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
