@@ -134,6 +134,13 @@ pub const PROVIDERS: [Provider; 8] = [
         // kubernetes-sigs/cluster-api-provider-aws config/default/kustomization.yaml (capa-system,
         // capa-) + config/rbac/serviceaccount.yaml and manager_service_account_patch.yaml
         // (controller-manager): EKSConfig and NodeadmConfig, in the main manager since v0.7.
+        // Read in v2.11.1 and v2.13.0: bootstrap/eks/webhooks' EKSConfig (and template)
+        // defaulter and validators return nothing; the controller (bootstrap/eks/controllers)
+        // writes status and the data Secret, never the spec. For a MachinePool it rewrites the
+        // Secret on every reconcile, and AWSMachinePool makes a new launch template version when
+        // the user data's hash changes without an instance refresh (pkg/cloud/services/ec2/
+        // launchtemplate.go): an in-place edit reaches new instances only. A rotated configRef
+        // names another Secret, a change of the user data's secret key, which refreshes them all.
         controller: "system:serviceaccount:capa-system:capa-controller-manager",
         machine_only: &[],
         fill_once: &[],
@@ -145,7 +152,8 @@ pub const PROVIDERS: [Provider; 8] = [
         clusterctl: "aws-eks",
         config_kind: "NodeadmConfig",
         lookup_version: Some("v1beta2"),
-        // CAPA's main manager, as EKSConfig.
+        // CAPA's main manager, as EKSConfig; read in v2.11.1 and v2.13.0: no webhook at all,
+        // the controller writes status and the data Secret as EKSConfig's does.
         controller: "system:serviceaccount:capa-system:capa-controller-manager",
         machine_only: &[],
         fill_once: &[],
@@ -156,6 +164,11 @@ pub const PROVIDERS: [Provider; 8] = [
     Provider {
         clusterctl: "rke2",
         config_kind: "RKE2Config",
+        // Served by every release: v0.20 and v0.21 store v1beta1 (and serve v1alpha1); v0.22.0
+        // and later (read up to v0.25.0) store v1beta2, whose spec is v1beta1's field for field,
+        // and still serve v1beta1 through their conversion webhook (status.ready from
+        // status.initialization.dataSecretCreated). Their defaulter, registered for v1beta2,
+        // does what v0.21's does: agentConfig.format, the user-data rewrite, pruning.
         lookup_version: Some("v1beta1"),
         // rancher/cluster-api-provider-rke2 bootstrap/config/default/kustomization.yaml
         // (rke2-bootstrap-system, rke2-bootstrap-) + bootstrap/config/rbac/service_account.yaml.
