@@ -178,20 +178,48 @@ func (s *Kubewarden) StartRegistry() string {
 // WaitPolicy waits for the ClusterAdmissionPolicy's status.policyStatus.
 func (s *Kubewarden) WaitPolicy(t *testing.T, status string, timeout time.Duration) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
+	return s.WaitPolicyNamed(t, s.Cluster.Policy.Metadata.Name, status, timeout)
+}
+
+// WaitPolicyNamed waits for the status.policyStatus of the ClusterAdmissionPolicy of that name.
+func (s *Kubewarden) WaitPolicyNamed(t *testing.T, name, status string, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var u *unstructured.Unstructured
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := s.Cluster.CP.Client.Get(ctx, client.ObjectKey{Name: s.Cluster.Policy.Metadata.Name}, u); err != nil {
-			return false, nil
-		}
+		u = s.GetPolicy(t, name)
 		got, _, _ := unstructured.NestedString(u.Object, "status", "policyStatus")
 		return got == status, nil
 	})
 	if err != nil {
-		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", s.Cluster.Policy.Metadata.Name, status, timeout,
+		t.Fatalf("ClusterAdmissionPolicy %s not %s after %s:\n%s\n(policy-server logs: %s)", name, status, timeout,
 			ToYAML(t, []*unstructured.Unstructured{u}), s.Cluster.Artifacts.Path("pod-policy-server-default-*.log"))
 	}
 	return u
+}
+
+// GetPolicy is the ClusterAdmissionPolicy of that name as it is now; no such policy: an empty
+// object.
+func (s *Kubewarden) GetPolicy(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
+	if err := s.Cluster.CP.Client.Get(context.Background(), client.ObjectKey{Name: name}, u); err != nil {
+		u = &unstructured.Unstructured{}
+		u.SetGroupVersionKind(clusterAdmissionPolicyGVK)
+	}
+	return u
+}
+
+// PolicyCondition is a condition of a policy's status: "Status Reason: Message", "" if absent.
+func PolicyCondition(policy *unstructured.Unstructured, conditionType string) string {
+	conditions, _, _ := unstructured.NestedSlice(policy.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] == conditionType {
+			return fmt.Sprintf("%v %v: %v", m["status"], m["reason"], m["message"])
+		}
+	}
+	return ""
 }
 
 // PatchContextAware: the person patches the policy's settings; the controller rolls the
@@ -207,9 +235,13 @@ func (s *Kubewarden) PatchContextAware(t *testing.T, on bool) {
 	s.WaitPolicy(t, "active", 2*time.Minute)
 }
 
+// AuditResults are the results of the fleet's OpenReports by policy (the
+// ClusterAdmissionPolicy's name), each "Kind name" -> "result message".
+type AuditResults map[string]map[string]string
+
 // RunAuditScanner creates a Job from the audit-scanner CronJob, waits for it and returns the
-// policy's results from the fleet's OpenReports: "Kind name" -> "result message".
-func (s *Kubewarden) RunAuditScanner(t *testing.T, name string) map[string]string {
+// results of the fleet's OpenReports.
+func (s *Kubewarden) RunAuditScanner(t *testing.T, name string) AuditResults {
 	t.Helper()
 	if r := s.Cluster.Person.Run(t, "create", "job", "--from=cronjob/audit-scanner", name, "-n", KubewardenNamespace); r.Err != nil {
 		t.Fatalf("kubectl create job: %v\n%s", r.Err, r.Stderr)
@@ -233,19 +265,23 @@ func (s *Kubewarden) RunAuditScanner(t *testing.T, name string) map[string]strin
 	reports.SetGroupVersionKind(schema.GroupVersionKind{Group: "openreports.io", Version: "v1alpha1", Kind: "ReportList"})
 	Must(t, s.Cluster.CP.Client.List(context.Background(), reports, client.InNamespace(Namespace)))
 	Must(t, os.WriteFile(s.Cluster.Artifacts.Path("audit-reports-"+name+".yaml"), ToYAML(t, reportItems(reports)), 0o644))
-	results := map[string]string{}
+	results := AuditResults{}
 	for _, report := range reports.Items {
 		kind, _, _ := unstructured.NestedString(report.Object, "scope", "kind")
 		object, _, _ := unstructured.NestedString(report.Object, "scope", "name")
 		items, _, _ := unstructured.NestedSlice(report.Object, "results")
 		for _, item := range items {
 			result, _ := item.(map[string]any)
-			if policy, _ := result["policy"].(string); strings.Contains(policy, s.Cluster.Policy.Metadata.Name) {
-				results[kind+" "+object] = fmt.Sprintf("%v %v", result["result"], result["message"])
+			// The audit scanner names a ClusterAdmissionPolicy by its policy-server ID.
+			policy, _ := result["policy"].(string)
+			policy = strings.TrimPrefix(policy, "clusterwide-")
+			if results[policy] == nil {
+				results[policy] = map[string]string{}
 			}
+			results[policy][kind+" "+object] = fmt.Sprintf("%v %v", result["result"], result["message"])
 		}
 	}
-	t.Logf("%s: the audit scanner's results for the policy in %s: %v", name, Namespace, results)
+	t.Logf("%s: the audit scanner's results in %s, by policy: %v", name, Namespace, results)
 	return results
 }
 
@@ -288,4 +324,107 @@ func (s *Kubewarden) WaitRolledOut(t *testing.T, name string, since time.Time) {
 	}
 	s.WaitDeployment(t, name, 3*time.Minute)
 	s.ReportStopFailures(t, since)
+}
+
+// Revision is the Deployment's rollout revision (deployment.kubernetes.io/revision, which
+// kube-controller-manager's Deployment controller sets on it and on its newest ReplicaSet).
+func (s *Kubewarden) Revision(t *testing.T, name string) string {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	Must(t, s.Cluster.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: KubewardenNamespace, Name: name}, d))
+	return d.Annotations["deployment.kubernetes.io/revision"]
+}
+
+// WaitCrashLooping waits for the newest ReplicaSet of the Deployment, of a revision after
+// `after`, to have a Pod whose container was restarted at least `restarts` times, and returns
+// that Pod: a new Pod template whose process keeps exiting.
+func (s *Kubewarden) WaitCrashLooping(t *testing.T, name, after string, restarts int32, timeout time.Duration) corev1.Pod {
+	t.Helper()
+	var found corev1.Pod
+	var seen string
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d := &appsv1.Deployment{}
+		if s.Cluster.CP.Client.Get(ctx, client.ObjectKey{Namespace: KubewardenNamespace, Name: name}, d) != nil {
+			return false, nil
+		}
+		revision := d.Annotations["deployment.kubernetes.io/revision"]
+		if revision == after {
+			return false, nil
+		}
+		rs := s.replicaSetOf(ctx, d, revision)
+		if rs == nil {
+			return false, nil
+		}
+		pods := s.podsOf(ctx, rs)
+		seen = fmt.Sprintf("revision %s, ReplicaSet %s, %d Pods", revision, rs.Name, len(pods))
+		for _, pod := range pods {
+			for _, c := range pod.Status.ContainerStatuses {
+				if c.RestartCount >= restarts {
+					found = pod
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no Pod of a new ReplicaSet of %s restarted %d times in %s (%s; node: %s)", name, restarts, timeout, seen, s.Cluster.Artifacts.Path("node.log"))
+	}
+	return found
+}
+
+// ReplicaSetOf is the name of the ReplicaSet that made the Pod (its controller).
+func ReplicaSetOf(pod corev1.Pod) string {
+	if owner := metav1.GetControllerOf(&pod); owner != nil {
+		return owner.Name
+	}
+	return ""
+}
+
+// PolicyServerPods are the Pods of the default PolicyServer's Deployment, as they are now.
+func (s *Kubewarden) PolicyServerPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	Must(t, s.Cluster.CP.Client.List(context.Background(), pods, client.InNamespace(KubewardenNamespace), client.MatchingLabels{"kubewarden/policy-server": "default"}))
+	return pods.Items
+}
+
+// PodReady: the Pod's Ready condition is true.
+func PodReady(pod corev1.Pod) bool { return podReady(&pod) }
+
+// Restarts is how often the Pod's container was restarted.
+func Restarts(pod corev1.Pod) int32 {
+	var n int32
+	for _, c := range pod.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
+}
+
+func (s *Kubewarden) replicaSetOf(ctx context.Context, d *appsv1.Deployment, revision string) *appsv1.ReplicaSet {
+	list := &appsv1.ReplicaSetList{}
+	if s.Cluster.CP.Client.List(ctx, list, client.InNamespace(KubewardenNamespace)) != nil {
+		return nil
+	}
+	for i := range list.Items {
+		rs := &list.Items[i]
+		if metav1.IsControlledBy(rs, d) && rs.Annotations["deployment.kubernetes.io/revision"] == revision {
+			return rs
+		}
+	}
+	return nil
+}
+
+func (s *Kubewarden) podsOf(ctx context.Context, rs *appsv1.ReplicaSet) []corev1.Pod {
+	pods := &corev1.PodList{}
+	if s.Cluster.CP.Client.List(ctx, pods, client.InNamespace(KubewardenNamespace), client.MatchingLabels{appsv1.DefaultDeploymentUniqueLabelKey: rs.Labels[appsv1.DefaultDeploymentUniqueLabelKey]}) != nil {
+		return nil
+	}
+	var out []corev1.Pod
+	for _, pod := range pods.Items {
+		if metav1.IsControlledBy(&pod, rs) {
+			out = append(out, pod)
+		}
+	}
+	return out
 }
