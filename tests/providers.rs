@@ -319,3 +319,42 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
     }
     assert!(problems.0.is_empty(), "{}", problems.0.join("\n"));
 }
+
+/// Lookups read a config in its record's version: where tests/crds holds the provider's CRD
+/// (its newest release), that version must be one it serves, or every lookup of the kind
+/// fails on those clusters. RKE2 stores v1beta2 and still serves v1beta1, the version older
+/// releases serve too.
+#[test]
+fn the_lookup_version_is_served_by_the_newest_crd_of_the_provider() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/crds/providers");
+    let files: Vec<String> = fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    for p in PROVIDERS.iter().filter(|p| p.lookup_version.is_some()) {
+        let prefix = format!("{}.", p.config_kind);
+        let served: Vec<&str> = files
+            .iter()
+            .filter_map(|f| f.strip_prefix(&prefix)?.strip_suffix(".json"))
+            .collect();
+        if served.is_empty() {
+            continue;
+        }
+        let version = p.lookup_version.unwrap();
+        checked.push(p.config_kind);
+        if !served.contains(&version) {
+            problems.push(format!(
+                "{}: looked up in {version}, its CRD serves {served:?}",
+                p.config_kind
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert!(
+        checked.contains(&"RKE2Config") && checked.contains(&"EKSConfig"),
+        "the providers' CRDs were not found in {}: checked only {checked:?}",
+        folder.display()
+    );
+}
