@@ -851,7 +851,8 @@ func (s *stack) settingsMistake(t *testing.T) {
 	}
 
 	// Meanwhile CAPI's writes: CABPK rotates the token, judged by the old Pod.
-	s.waitCABPKWrite(t, since, false)
+	judged := s.waitCABPKWrite(t, since, false)
+	t.Logf("CABPK's writes to kubeadmconfigs since the first bad policy, the old Pod judging: %d", judged)
 	for _, e := range framework.FailedOpen(s.EventsSince(t, since), s.WebhookName()) {
 		t.Errorf("admitted without the policy's answer while the old Pod served: %s", e)
 	}
@@ -919,6 +920,7 @@ func (s *stack) settingsMistake(t *testing.T) {
 		t.Errorf("after the bad policies were deleted the edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
 	}
 	s.CheckControllersAdmitted(t, since)
+	t.Logf("the mistakes, the outage they made and the repair took %s", time.Since(since).Round(time.Second))
 }
 
 // writePolicyVariant writes the person's policy.yaml under another name, the line `from` of
@@ -1195,6 +1197,7 @@ func (s *stack) auditVersions(t *testing.T) {
 	s.WaitRolledOut(t, "policy-server-default", removed)
 	s.WaitPolicy(t, "active", time.Minute)
 	s.CheckControllersAdmitted(t, since)
+	t.Logf("the two policies applied, scanned and deleted in %s", time.Since(since).Round(time.Second))
 }
 
 func toAny(s []string) []any {
