@@ -25,10 +25,10 @@ fi
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
 # CAPI_MODULES=. (as make cluster-soak sets) runs this module's release only.
 read -r -a capi_modules <<<"${CAPI_MODULES:-. capi/v1.14}"
-# CAPI v1.10.10 and the RKE2 and k3s bootstrap providers (TestV1beta1Era, TestProviderWebhooks,
-# TestRKE2DefaulterNumbers, TestSoakProviders) come from modules of their own, built by
-# capi/build.sh: CAPI_EXTRA_MODULES names them (make cluster-soak: v1.10 only).
-read -r -a extra_modules <<<"${CAPI_EXTRA_MODULES-v1.10 rke2-v0.20}"
+# CAPI v1.10.10 and the RKE2, k3s and Talos bootstrap providers (TestV1beta1Era,
+# TestProviderWebhooks, TestRKE2DefaulterNumbers, TestSoakProviders) come from modules of their
+# own, built by capi/build.sh: CAPI_EXTRA_MODULES names them (make cluster-soak: v1.10 only).
+read -r -a extra_modules <<<"${CAPI_EXTRA_MODULES-v1.10 rke2-v0.20 k3s-v0.4 talos-v0.6}"
 for module in "${extra_modules[@]}"; do capi/build.sh "$module" >/dev/null; done
 go vet ./...
 go test -count=1 -run '^(TestStaging.*|TestBuildStepsOnAnEmptyModuleCache|TestStorageFacts.*)$' .
@@ -37,7 +37,7 @@ go test -count=1 -run '^(TestStaging.*|TestBuildStepsOnAnEmptyModuleCache|TestSt
 # they share. As capi/build.sh builds (CGO_ENABLED=0, -trimpath), so its compiled packages are
 # reused.
 (cd storagefacts && go test -count=1 .)
-for module in capi/v1.14 capi/v1.10 capi/rke2-v0.20; do
+for module in capi/v1.14 capi/v1.10 capi/rke2-v0.20 capi/k3s-v0.4; do
 	(cd "$module" && CGO_ENABLED=0 go test -trimpath -count=1 -run '^TestStorageFacts' .)
 done
 test_binary=../target/cluster-test.test

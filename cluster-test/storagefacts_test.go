@@ -19,8 +19,9 @@ import (
 
 // storageFactsFile is what the policy is told about each release's stored versions
 // (../docs/stored-versions.md). Each module of cluster-test checks the lines of the releases
-// it pins, from their Go types: this one CAPI v1.12.10's, capi/v1.14, capi/v1.10 and
-// capi/rke2-v0.20 theirs (run.sh runs all four). UPDATE_STORAGE_FACTS=1 rewrites them.
+// it pins, from their Go types: this one CAPI v1.12.10's, capi/v1.14, capi/v1.10,
+// capi/rke2-v0.20 and capi/k3s-v0.4 theirs (run.sh runs all five). UPDATE_STORAGE_FACTS=1
+// rewrites them.
 const storageFactsFile = "testdata/storage-facts.txt"
 
 // What CAPI v1.12.10's conversion does with the v1beta1 paths (below spec, or a template's
@@ -72,7 +73,7 @@ func TestStorageFacts(t *testing.T) {
 func TestStorageFactsReleases(t *testing.T) {
 	providers := []string{"sigs.k8s.io/cluster-api", "github.com/rancher/cluster-api-provider-rke2", "github.com/k3s-io/cluster-api-k3s"}
 	pinned := map[string]string{} // release -> the go.mod requiring it directly
-	for _, gomod := range []string{"go.mod", "capi/v1.14/go.mod", "capi/v1.10/go.mod", "capi/rke2-v0.20/go.mod"} {
+	for _, gomod := range []string{"go.mod", "capi/v1.14/go.mod", "capi/v1.10/go.mod", "capi/rke2-v0.20/go.mod", "capi/k3s-v0.4/go.mod"} {
 		for _, r := range parseModFile(t, gomod).Require {
 			for _, p := range providers {
 				if r.Mod.Path == p && !r.Indirect {

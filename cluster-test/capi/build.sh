@@ -2,9 +2,10 @@
 # `capi/build.sh <module>` builds the managers a module of this folder pins: every main
 # package its tools.go imports, named as the providers' releases name them (CAPI's core
 # manager capi-manager, CABPK capi-kubeadm-bootstrap-manager, RKE2's rke2-bootstrap-manager,
-# k3s' k3s-bootstrap-manager). Output: ../target/cluster-bin/<module>-<first 12 hex of
-# sha256(its go.sum)>/, printed on stdout; reused while go.sum is unchanged. The control plane
-# (etcd, kube-apiserver, kubectl) stays build.sh's, one folder up.
+# k3s' k3s-bootstrap-manager, Talos' cabpt-manager). Output:
+# ../target/cluster-bin/<module>-<first 12 hex of sha256(its go.sum)>/, printed on stdout;
+# reused while go.sum is unchanged. The control plane (etcd, kube-apiserver, kubectl) stays
+# build.sh's, one folder up.
 set -euo pipefail
 cd "$(dirname "$0")/$1"
 # shellcheck source=SCRIPTDIR/../hack/go-modules.sh
@@ -28,10 +29,11 @@ for pkg in $pkgs; do
 	sigs.k8s.io/cluster-api/bootstrap/kubeadm) bin=capi-kubeadm-bootstrap-manager ;;
 	github.com/rancher/cluster-api-provider-rke2/bootstrap) bin=rke2-bootstrap-manager ;;
 	github.com/k3s-io/cluster-api-k3s/bootstrap) bin=k3s-bootstrap-manager ;;
+	github.com/siderolabs/cluster-api-bootstrap-provider-talos) bin=cabpt-manager ;;
 	*) echo "capi/build.sh: no binary name for $pkg" >&2; exit 1 ;;
 	esac
 	# CAPI's and RKE2's releases stamp their version package the same way (RKE2's
-	# hack/version.sh); k3s stamps none.
+	# hack/version.sh); k3s and Talos (its Dockerfile: -s -w) stamp none.
 	v=$module/version
 	major=${version#v}; major=${major%%.*}
 	ldflags="-s -w -X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitTreeState=clean -X $v.buildDate=$date"
