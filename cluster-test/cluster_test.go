@@ -74,7 +74,10 @@ func TestCluster(t *testing.T) {
 		{ID: "replaceForce", Name: "kubectl replace --force of the config in use: refused with contextAware, admitted with a warning by default", Needs: []string{"bringUp"}, Run: c.replaceForce},
 		{ID: "v1beta1Clients", Name: "v1beta1 clients through CAPI's conversion: re-applies admitted, edits refused by their v1beta1 path", Needs: []string{"bringUp"}, Run: c.v1beta1Clients},
 		{ID: "outage", Name: "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", Needs: []string{"rotation"}, Run: c.outage},
-		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp"}, Run: c.rotateCommand},
+		{ID: "topologyBringUp", Name: "a ClusterClass's Cluster comes up through CAPI's topology controller, every write admitted, none warned", Run: c.topologyBringUp},
+		{ID: "topologyClassChange", Name: "a ClusterClass's new bootstrap template: the topology controller's in-place patch of the pool's config and its template rotation admitted, the pool rolls nothing out", Needs: []string{"topologyBringUp"}, Run: c.topologyClassChange},
+		{ID: "topologyPersonEdits", Name: "a person's edits of a topology-owned config and template are refused, of the class's template warned", Needs: []string{"topologyBringUp"}, Run: c.topologyPersonEdits},
+		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp", "topologyBringUp"}, Run: c.rotateCommand},
 		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: c.clusterctlMove},
 		// Stands alone: it reads the audit log of whatever ran before it.
 		{ID: "noControllerRefused", Name: "no controller write was refused by the policy in the whole run", Run: c.noControllerRefused},

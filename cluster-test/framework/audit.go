@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,7 +18,9 @@ type AuditEvent struct {
 	AuditID string `json:"auditID"`
 	Stage   string `json:"stage"`
 	Verb    string `json:"verb"`
-	User    struct {
+	// RequestURI is the request's path and query (a server-side apply's fieldManager).
+	RequestURI string `json:"requestURI"`
+	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
@@ -49,6 +52,24 @@ func (e AuditEvent) Resource() string {
 		r += "/" + e.ObjectRef.Subresource
 	}
 	return r
+}
+
+// FieldManager is the request's fieldManager (`capi-topology` for the topology controller's
+// server-side applies), empty when the client named none.
+func (e AuditEvent) FieldManager() string {
+	u, err := url.Parse(e.RequestURI)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("fieldManager")
+}
+
+// DryRun: the request was a dry run (`dryRun=All`: kubectl's --dry-run=server, or the
+// topology controller's server-side apply computing what would change), which goes through
+// admission and changes nothing.
+func (e AuditEvent) DryRun() bool {
+	u, err := url.Parse(e.RequestURI)
+	return err == nil && u.Query().Get("dryRun") != ""
 }
 
 func (e AuditEvent) Code() int {

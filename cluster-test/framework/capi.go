@@ -45,6 +45,10 @@ type Provider struct {
 	// the manager is ready, and may change s. WebhookPort 0 is a free port.
 	Flags       func(s *ManagerSetup) (args []string, ready string)
 	WebhookPort int
+	// Variables are clusterctl's variables as `clusterctl init` reads them from the environment
+	// (`CLUSTER_TOPOLOGY=true clusterctl init`): a `${NAME:=default}` in the manager's args is
+	// the variable's value when it is set here, its default otherwise.
+	Variables map[string]string
 }
 
 // ManagerSetup is what InstallProvider prepared for a manager's process.
@@ -159,7 +163,7 @@ func InstallProvider(t *testing.T, a *Artifacts, cp *ControlPlane, ca *Certifica
 	}
 	own, ready := flags(s)
 	ca.serving(t, s.CertDir)
-	args := append(append(managerArgs(t, deployment), own...), p.ExtraArgs...)
+	args := append(append(managerArgs(t, deployment, p.Variables), own...), p.ExtraArgs...)
 	proc := StartProcess(t, a, p.Name, filepath.Join(bin, p.Name), args, s.Env...)
 	WaitHTTP(t, proc, ready, 2*time.Minute, nil)
 	waitListening(t, proc, webhookPort)
@@ -261,13 +265,13 @@ func waitAggregated(t *testing.T, cp *ControlPlane) {
 	}
 }
 
-// managerArgs are the args of the Deployment's manager container with clusterctl's variable
-// defaults (`${EXP_MACHINE_POOL:=true}` becomes `true`), as `clusterctl init` writes them when
-// no variable is set.
-func managerArgs(t *testing.T, deployment *unstructured.Unstructured) []string {
+// managerArgs are the args of the Deployment's manager container with clusterctl's variables
+// replaced as `clusterctl init` replaces them: `${CLUSTER_TOPOLOGY:=false}` becomes the
+// variable's value in variables, else its default (`false`).
+func managerArgs(t *testing.T, deployment *unstructured.Unstructured, variables map[string]string) []string {
 	t.Helper()
 	containers, _, _ := unstructured.NestedSlice(deployment.Object, "spec", "template", "spec", "containers")
-	variable := regexp.MustCompile(`\$\{[A-Z0-9_]+:=([^}]*)\}`)
+	variable := regexp.MustCompile(`\$\{([A-Z0-9_]+):=([^}]*)\}`)
 	for _, c := range containers {
 		container := c.(map[string]any)
 		if container["name"] != "manager" {
@@ -275,7 +279,13 @@ func managerArgs(t *testing.T, deployment *unstructured.Unstructured) []string {
 		}
 		var args []string
 		for _, arg := range container["args"].([]any) {
-			args = append(args, variable.ReplaceAllString(arg.(string), "$1"))
+			args = append(args, variable.ReplaceAllStringFunc(arg.(string), func(ref string) string {
+				m := variable.FindStringSubmatch(ref)
+				if value, ok := variables[m[1]]; ok {
+					return value
+				}
+				return m[2]
+			}))
 		}
 		return args
 	}

@@ -67,18 +67,25 @@ spec:
 // Secrets (the workload cluster is this API server).
 func (m *ManagementCluster) CreateClusterSecrets(t *testing.T) {
 	t.Helper()
+	m.CreateClusterSecretsIn(t, Namespace, ClusterName)
+}
+
+// CreateClusterSecretsIn creates the namespace and the CA and kubeconfig Secrets of the Cluster
+// named (the workload cluster is this API server).
+func (m *ManagementCluster) CreateClusterSecretsIn(t *testing.T, namespace, cluster string) {
+	t.Helper()
 	ctx := context.Background()
-	m.CP.createNamespace(t, Namespace)
+	m.CP.createNamespace(t, namespace)
 	caCert, caKey := m.clusterCA(t)
 	secrets := []*corev1.Secret{
 		{
-			ObjectMeta: metav1.ObjectMeta{Name: ClusterName + "-ca", Namespace: Namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": ClusterName}},
+			ObjectMeta: metav1.ObjectMeta{Name: cluster + "-ca", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": cluster}},
 			Type:       "cluster.x-k8s.io/secret",
 			Data:       map[string][]byte{"tls.crt": caCert, "tls.key": caKey},
 		},
 		{
 			// The workload cluster is this API server.
-			ObjectMeta: metav1.ObjectMeta{Name: ClusterName + "-kubeconfig", Namespace: Namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": ClusterName}},
+			ObjectMeta: metav1.ObjectMeta{Name: cluster + "-kubeconfig", Namespace: namespace, Labels: map[string]string{"cluster.x-k8s.io/cluster-name": cluster}},
 			Type:       "cluster.x-k8s.io/secret",
 			Data:       map[string][]byte{"value": m.CP.adminKubeconfig(t)},
 		},
@@ -118,26 +125,38 @@ func (m *ManagementCluster) WaitForTokens(t *testing.T, n int, timeout time.Dura
 	return tokens
 }
 
+// Get: an object of the fleet's namespace.
 func (m *ManagementCluster) Get(t *testing.T, gvk schema.GroupVersionKind, name string) *unstructured.Unstructured {
+	t.Helper()
+	return m.GetIn(t, gvk, Namespace, name)
+}
+
+func (m *ManagementCluster) GetIn(t *testing.T, gvk schema.GroupVersionKind, namespace, name string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	Must(t, m.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: Namespace, Name: name}, u))
+	Must(t, m.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, u))
 	return u
 }
 
+// WaitFor: an object of the fleet's namespace, once done says so.
 func (m *ManagementCluster) WaitFor(t *testing.T, gvk schema.GroupVersionKind, name string, timeout time.Duration, what string, done func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	return m.WaitForIn(t, gvk, Namespace, name, timeout, what, done)
+}
+
+func (m *ManagementCluster) WaitForIn(t *testing.T, gvk schema.GroupVersionKind, namespace, name string, timeout time.Duration, what string, done func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := m.CP.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, u); err != nil {
+		if err := m.CP.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u); err != nil {
 			return false, nil
 		}
 		return done(u), nil
 	})
 	if err != nil {
-		t.Fatalf("%s %s not %s after %s; last seen:\n%s\n(logs: %s, %s)", gvk.Kind, name, what, timeout,
+		t.Fatalf("%s %s/%s not %s after %s; last seen:\n%s\n(logs: %s, %s)", gvk.Kind, namespace, name, what, timeout,
 			ToYAML(t, []*unstructured.Unstructured{u}), m.CAPILog, m.CABPKLog)
 	}
 	return u

@@ -53,17 +53,21 @@ func StartCAPI(t *testing.T, a *Artifacts, bin string, ca *Certificates) *Manage
 	{ // CAPI as clusterctl installs it.
 		capiDir, _ := capiRelease(t)
 		m.CP.CreateAll(t, ReadObjects(t, ReadFile(t, filepath.Join(capiDir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))))
-		m.CP.CreateAll(t, ReadObjects(t, ReadFile(t, "testdata/infrastructure.yaml")))
-		WaitEstablished(t, m.CP, []string{
-			"providers.clusterctl.cluster.x-k8s.io",
-			"testmachinepools.infrastructure.cluster-test.rollout-policy.dev",
-			"testmachinetemplates.infrastructure.cluster-test.rollout-policy.dev",
-			"testmachines.infrastructure.cluster-test.rollout-policy.dev",
-			"testcontrolplanes.controlplane.cluster-test.rollout-policy.dev",
-		})
+		infrastructure := ReadObjects(t, ReadFile(t, "testdata/infrastructure.yaml"))
+		m.CP.CreateAll(t, infrastructure)
+		crds := []string{"providers.clusterctl.cluster.x-k8s.io"}
+		for _, obj := range infrastructure {
+			if obj.GetKind() == "CustomResourceDefinition" {
+				crds = append(crds, obj.GetName())
+			}
+		}
+		WaitEstablished(t, m.CP, crds)
 		core := InstallProvider(t, a, m.CP, ca, bin, Provider{
 			Name: "capi-manager", Kustomization: coreKustomization(t),
 			Inventory: Inventory{Name: "cluster-api", Kind: "CoreProvider"},
+			// As CAPI's quick start installs it (`CLUSTER_TOPOLOGY=true clusterctl init`): the
+			// ClusterClass and topology controllers and webhooks run (clusterclass_test.go).
+			Variables: map[string]string{"CLUSTER_TOPOLOGY": "true"},
 		})
 		kubeadm := InstallProvider(t, a, m.CP, ca, bin, Provider{
 			Name:          "capi-kubeadm-bootstrap-manager",

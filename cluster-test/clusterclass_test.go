@@ -1,0 +1,402 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ClusterClass quick-start (testdata/clusterclass) and Cluster c2 made from it, in a namespace
+// of their own: one MachinePool topology and one MachineDeployment topology, both on the
+// class's workers' bootstrap template.
+const (
+	topologyClass      = "quick-start"
+	topologyPool       = "pool-0"
+	topologyDeployment = "md-0"
+	// The sysctl the class's bootstrap template sets, and what the class change sets instead.
+	classContent   = "vm.max_map_count = 262144"
+	changedContent = "vm.max_map_count = 1048576"
+)
+
+// topologyObjects is what the topology controller made for c2, read from the cluster: the
+// pool and the KubeadmConfig it names, the MachineDeployment and the KubeadmConfigTemplate it
+// names.
+type topologyObjects struct {
+	pool, config, deployment, template *unstructured.Unstructured
+}
+
+func (c *testCluster) topologyObjects(t *testing.T) topologyObjects {
+	t.Helper()
+	ns := framework.TopologyNamespace
+	one := func(kind, label, topology string) *unstructured.Unstructured {
+		list := c.ListIn(t, framework.MachinePoolGVK.GroupVersion().WithKind(kind), ns,
+			client.MatchingLabels{"cluster.x-k8s.io/cluster-name": framework.TopologyCluster, label: topology})
+		if len(list) != 1 {
+			t.Fatalf("%d %ss of topology %s in %s, want 1", len(list), kind, topology, ns)
+		}
+		return &list[0]
+	}
+	var o topologyObjects
+	o.pool = one("MachinePool", framework.TopologyPoolLabel, topologyPool)
+	o.deployment = one("MachineDeployment", framework.TopologyDeploymentLabel, topologyDeployment)
+	o.config = c.GetIn(t, framework.KubeadmConfigGVK, ns, bootstrapRef(o.pool))
+	o.template = c.GetIn(t, framework.KubeadmConfigTemplateGVK, ns, bootstrapRef(o.deployment))
+	return o
+}
+
+// bootstrapRef: the name in spec.template.spec.bootstrap.configRef of a pool, deployment or set.
+func bootstrapRef(u *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
+	return name
+}
+
+func dataSecretName(u *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(u.Object, "spec", "template", "spec", "bootstrap", "dataSecretName")
+	return name
+}
+
+// firstFile: the content of the first of spec.files (a config) or spec.template.spec.files (a
+// template).
+func firstFile(u *unstructured.Unstructured) string {
+	files, _, _ := unstructured.NestedSlice(u.Object, "spec", "files")
+	if u.GetKind() == framework.KubeadmConfigTemplateGVK.Kind {
+		files, _, _ = unstructured.NestedSlice(u.Object, "spec", "template", "spec", "files")
+	}
+	if len(files) == 0 {
+		return ""
+	}
+	content, _ := files[0].(map[string]any)["content"].(string)
+	return content
+}
+
+// topologyBringUp: a person applies ClusterClass quick-start and a Cluster of it; CAPI's
+// topology controller makes the Cluster's infrastructure cluster and control plane, then (once
+// the test's stand-in marked them provisioned and initialized at the Cluster's version) the
+// MachineDeployment with its copy of the bootstrap template and the MachinePool with the
+// KubeadmConfig made from it; CAPI adopts the config and CABPK writes its join data. Every write
+// of the topology controller, of CAPI's other controllers and of CABPK is admitted, none warned.
+func (c *testCluster) topologyBringUp(t *testing.T) {
+	since := time.Now()
+	ns := framework.TopologyNamespace
+	c.CreateClusterSecretsIn(t, ns, framework.TopologyCluster)
+
+	// The person's Git checkout: the class, its templates, the Cluster.
+	for _, name := range []string{"templates.yaml", "quick-start-workers-a.yaml", "clusterclass.yaml"} {
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(name), framework.ReadFile(t, filepath.Join("testdata", "clusterclass", name)), 0o644))
+		c.AdmittedWithoutWarning(t, "apply", "-f", name)
+	}
+	// The Cluster webhook refuses a Cluster whose class the ClusterClass controller has not
+	// reconciled yet; a person waits too (kubectl wait).
+	c.WaitForIn(t, framework.ClusterClassGVK, ns, topologyClass, time.Minute, "reconciled", func(u *unstructured.Unstructured) bool {
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return observed == u.GetGeneration()
+	})
+	cluster := c.TopologyClusterManifest(ns, framework.TopologyCluster, topologyClass, "v1.34.3",
+		map[string]string{topologyDeployment: "default-worker"}, map[string]string{topologyPool: "default-pool"})
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("c2.yaml"), []byte(cluster), 0o644))
+	c.AdmittedWithoutWarning(t, "apply", "-f", "c2.yaml")
+
+	c.ProvideTopology(t, ns, framework.TopologyCluster, []string{topologyPool}, 3*time.Minute)
+	o := c.topologyObjects(t)
+	configName := o.config.GetName()
+	config := c.WaitForIn(t, framework.KubeadmConfigGVK, ns, configName, 3*time.Minute, "adopted by the pool, its join data written", func(u *unstructured.Unstructured) bool {
+		token, _, _ := unstructured.NestedString(u.Object, framework.TokenPath...)
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return framework.ControlledByPool(u, o.pool.GetName()) && token != "" && secret == configName
+	})
+	t.Logf("the topology pool's KubeadmConfig as CAPI left it:\n%s", framework.ToYAML(t, []*unstructured.Unstructured{config}))
+	if _, owned := config.GetLabels()[framework.TopologyOwnedLabel]; !owned || firstFile(config) != classContent+"\n" {
+		t.Errorf("KubeadmConfig %s: labels %v, files[0].content %q; want the label %s and the class template's %q",
+			configName, config.GetLabels(), firstFile(config), framework.TopologyOwnedLabel, classContent)
+	}
+	c.WaitForIn(t, framework.MachinePoolGVK, ns, o.pool.GetName(), 2*time.Minute, "dataSecretName copied from the config", func(u *unstructured.Unstructured) bool {
+		return dataSecretName(u) == configName
+	})
+	c.waitMachineSetOn(t, o.deployment.GetName(), o.template.GetName())
+	if _, owned := o.template.GetLabels()[framework.TopologyOwnedLabel]; !owned {
+		t.Errorf("KubeadmConfigTemplate %s (the MachineDeployment's) lacks the label %s: %v", o.template.GetName(), framework.TopologyOwnedLabel, o.template.GetLabels())
+	}
+
+	// The topology controller's writes, from the audit log: all admitted, none an edit.
+	made := map[string]bool{}
+	lines := c.topologyWrites(t, since, func(e framework.AuditEvent, note string) {
+		if note != "" {
+			t.Errorf("the policy found an in-place edit in the topology controller's bring-up write %s: %s", e, note)
+		}
+		if !e.DryRun() {
+			made[e.Resource()] = true
+		}
+	})
+	t.Logf("the topology controller's writes (field manager %s):\n  %s", framework.TopologyFieldManager, strings.Join(lines, "\n  "))
+	// (The audit log holds CAPI's groups only: not the test's infrastructure and control plane.)
+	for _, resource := range []string{"clusters", "machinedeployments", "kubeadmconfigtemplates", "machinepools", "kubeadmconfigs"} {
+		if !made[resource] {
+			t.Errorf("the audit log shows no write of the topology controller to %s", resource)
+		}
+	}
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
+	c.CheckNoWarningsTo(t, c.CAPILog)
+	c.CheckNoWarningsTo(t, c.CABPKLog)
+	if open := framework.FailedOpen(c.EventsSince(t, since), c.WebhookName()); len(open) > 0 {
+		t.Errorf("%d requests were admitted without the policy's answer: first %s", len(open), open[0])
+	}
+}
+
+// topologyWrites: the topology controller's writes since the time, each checked admitted and
+// handed to check with the policy's controller-write audit annotation; one line each, for the
+// log.
+func (c *testCluster) topologyWrites(t *testing.T, since time.Time, check func(e framework.AuditEvent, note string)) []string {
+	t.Helper()
+	var lines []string
+	for _, e := range c.TopologyWrites(t, since) {
+		note := e.Annotations[c.WebhookName()+"/controller-write"]
+		kind := "write"
+		if e.DryRun() {
+			kind = "dry run"
+		}
+		lines = append(lines, fmt.Sprintf("%-7s %s %s %s -> %d %s", kind, e.Verb, e.Resource(), e.ObjectRef.Name, e.Code(), note))
+		if e.Code() >= 300 {
+			t.Errorf("the topology controller's %s was not admitted: %s", kind, e)
+		}
+		check(e, note)
+	}
+	return lines
+}
+
+// waitMachineSetOn waits for a MachineSet of the MachineDeployment on the bootstrap template.
+func (c *testCluster) waitMachineSetOn(t *testing.T, deployment, template string) *unstructured.Unstructured {
+	t.Helper()
+	var set *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		for _, ms := range c.ListIn(t, framework.MachineSetGVK, framework.TopologyNamespace, client.MatchingLabels{"cluster.x-k8s.io/deployment-name": deployment}) {
+			if bootstrapRef(&ms) == template {
+				set = ms.DeepCopy()
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no MachineSet of MachineDeployment %s on KubeadmConfigTemplate %s after 2m (log: %s)", deployment, template, c.CAPILog)
+	}
+	return set
+}
+
+// topologyClassChange: the person changes the workers' bootstrap as CAPI's book says, a new
+// template with the new file and the class pointed at it. The topology controller then patches
+// the pool's KubeadmConfig in place, keeping its name (cluster-api #10496: updateMachinePool ->
+// reconcileReferencedObject, a server-side apply), and rotates the MachineDeployment's template
+// (a new copy, the MachineDeployment repointed, a new MachineSet). Each write is admitted: the
+// in-place patch with the policy's controller-write audit annotation naming the changed path.
+// The pool's spec stays as it was (configRef, dataSecretName): CAPI tells the infrastructure
+// provider nothing; CABPK writes the new file into the same data Secret at its next token
+// rotation.
+func (c *testCluster) topologyClassChange(t *testing.T) {
+	since := time.Now()
+	ns := framework.TopologyNamespace
+	before := c.topologyObjects(t)
+	configName, oldTemplate := before.config.GetName(), before.template.GetName()
+	secretName, _, _ := unstructured.NestedString(before.config.Object, "status", "dataSecretName")
+	secretBefore := c.secretIn(t, ns, secretName)
+	if !strings.Contains(string(secretBefore.Data["value"]), classContent) {
+		t.Fatalf("the pool's data Secret %s does not carry the class's %q", secretName, classContent)
+	}
+
+	// The new template, and the class pointed at it, applied from the person's checkout.
+	current := string(framework.ReadFile(t, c.Artifacts.Path("quick-start-workers-a.yaml")))
+	next := strings.NewReplacer("name: quick-start-workers-a", "name: quick-start-workers-b", classContent, changedContent).Replace(current)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("quick-start-workers-b.yaml"), []byte(next), 0o644))
+	class := string(framework.ReadFile(t, c.Artifacts.Path("clusterclass.yaml")))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("clusterclass.yaml"), []byte(strings.ReplaceAll(class, "name: quick-start-workers-a", "name: quick-start-workers-b")), 0o644))
+	c.AdmittedWithoutWarning(t, "apply", "-f", "quick-start-workers-b.yaml")
+	c.AdmittedWithoutWarning(t, "apply", "-f", "clusterclass.yaml")
+	changed := time.Now()
+
+	// The pool's config: the same object, patched.
+	config := c.WaitForIn(t, framework.KubeadmConfigGVK, ns, configName, 2*time.Minute, "patched with the new template's file", func(u *unstructured.Unstructured) bool {
+		return firstFile(u) == changedContent+"\n"
+	})
+	t.Logf("the topology controller patched KubeadmConfig %s in place %s after the class changed", configName, time.Since(changed).Round(time.Second))
+	if config.GetUID() != before.config.GetUID() {
+		t.Errorf("KubeadmConfig %s was re-created (uid %s -> %s), not patched", configName, before.config.GetUID(), config.GetUID())
+	}
+	for _, line := range framework.LogLines(t, c.CAPILog, "Patching KubeadmConfig", configName) {
+		t.Logf("CAPI's log: %s", line)
+	}
+
+	// The MachineDeployment's template: rotated, and a new MachineSet on it.
+	deployment := c.WaitForIn(t, framework.MachineDeploymentGVK, ns, before.deployment.GetName(), 2*time.Minute, "pointed at a new template", func(u *unstructured.Unstructured) bool {
+		return bootstrapRef(u) != oldTemplate
+	})
+	newTemplate := bootstrapRef(deployment)
+	if tpl := c.GetIn(t, framework.KubeadmConfigTemplateGVK, ns, newTemplate); firstFile(tpl) != changedContent+"\n" {
+		t.Errorf("the MachineDeployment's new template %s holds %q, want %q", newTemplate, firstFile(tpl), changedContent)
+	}
+	set := c.waitMachineSetOn(t, deployment.GetName(), newTemplate)
+	t.Logf("MachineDeployment %s: template %s -> %s, MachineSet %s", deployment.GetName(), oldTemplate, newTemplate, set.GetName())
+
+	// The data Secret: the same name, the new file once CABPK rotates the token.
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(string(c.secretIn(t, ns, secretName).Data["value"]), changedContent), nil
+	})
+	if err != nil {
+		t.Errorf("the pool's data Secret %s never carried %q (CABPK log: %s)", secretName, changedContent, c.CABPKLog)
+	} else {
+		t.Logf("CABPK wrote the new file into data Secret %s %s after the class changed", secretName, time.Since(changed).Round(time.Second))
+	}
+	if s := c.secretIn(t, ns, secretName); s.UID != secretBefore.UID {
+		t.Errorf("data Secret %s was re-created (uid %s -> %s)", secretName, secretBefore.UID, s.UID)
+	}
+
+	// The pool: nothing changed in its spec, so nothing rolls out.
+	pool := c.GetIn(t, framework.MachinePoolGVK, ns, before.pool.GetName())
+	b, _, _ := unstructured.NestedFieldNoCopy(before.pool.Object, "spec")
+	a, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec")
+	if !framework.JSONEqual(a, b) {
+		t.Errorf("MachinePool %s's spec changed with the class:\nbefore: %v\nafter:  %v", pool.GetName(), b, a)
+	}
+	if bootstrapRef(pool) != configName || dataSecretName(pool) != secretName {
+		t.Errorf("MachinePool %s names config %s and data Secret %s, want %s and %s as before", pool.GetName(), bootstrapRef(pool), dataSecretName(pool), configName, secretName)
+	}
+
+	// The audit log: the topology controller's writes, each admitted; its patch of the config
+	// annotated with the path it changed; none of the pool.
+	patched := 0
+	lines := c.topologyWrites(t, since, func(e framework.AuditEvent, note string) {
+		if e.DryRun() {
+			return
+		}
+		if e.Resource() == "kubeadmconfigs" && e.ObjectRef.Name == configName {
+			patched++
+			if !strings.Contains(note, "would have rejected: [spec.files[0].content: Forbidden: changed]") {
+				t.Errorf("the topology controller's patch of %s carries controller-write %q, want the path spec.files[0].content", configName, note)
+			}
+		}
+		if e.Resource() == "machinepools" {
+			t.Errorf("the topology controller wrote the MachinePool: %s", e)
+		}
+	})
+	t.Logf("the topology controller's writes after the class changed:\n  %s", strings.Join(lines, "\n  "))
+	if patched != 1 {
+		t.Errorf("the audit log shows %d patches of the topology controller to KubeadmConfig %s, want 1", patched, configName)
+	}
+
+	// The rotated-out template copy, once no MachineSet uses it, is deleted by CAPI.
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		return !slices.Contains(c.namesIn(t, framework.KubeadmConfigTemplateGVK, ns), oldTemplate), nil
+	})
+	if err != nil {
+		t.Errorf("KubeadmConfigTemplate %s, rotated out, is still there after a minute", oldTemplate)
+	}
+	deleted := false
+	for _, e := range c.EventsSince(t, since) {
+		if e.Verb == "delete" && e.Resource() == "kubeadmconfigtemplates" && e.ObjectRef.Name == oldTemplate && e.Code() < 300 {
+			deleted = true
+			t.Logf("deleted: %s", e)
+			if e.User.Username != c.CAPIManager {
+				t.Errorf("KubeadmConfigTemplate %s was deleted by %s, not CAPI", oldTemplate, e.User.Username)
+			}
+		}
+	}
+	if !deleted {
+		t.Errorf("the audit log shows no admitted DELETE of KubeadmConfigTemplate %s", oldTemplate)
+	}
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
+	c.CheckNoWarningsTo(t, c.CAPILog)
+	c.CheckNoWarningsTo(t, c.CABPKLog)
+}
+
+// topologyPersonEdits: a person's kubectl edits of what the topology controller owns. The
+// pool's KubeadmConfig is in use by its MachinePool: refused, the topology label exempting no one
+// (README); the MachineDeployment's template copy: refused, naming the ClusterClass's template
+// as what to change (rule 8); the class's own template: admitted with the warning that every
+// Cluster of the class takes it up (rule 8), a server-side dry run here, so nothing changes.
+func (c *testCluster) topologyPersonEdits(t *testing.T) {
+	since := time.Now()
+	ns := framework.TopologyNamespace
+	o := c.topologyObjects(t)
+	const edited = "vm.max_map_count = 524288\n"
+	files := fmt.Sprintf(`[{"path":"/etc/sysctl.d/90-fleet.conf","content":%q}]`, edited)
+
+	r := c.Person.Run(t, "patch", "kubeadmconfig", o.config.GetName(), "-n", ns, "--type", "merge", "-p", `{"spec":{"files":`+files+`}}`)
+	if r.Err == nil {
+		t.Errorf("the person's edit of the topology pool's KubeadmConfig %s was admitted", o.config.GetName())
+	}
+	for _, want := range []string{
+		fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
+		"spec.files[0].content: Forbidden: changed",
+		fmt.Sprintf("in use by MachinePool %s/%s", ns, o.pool.GetName()),
+	} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("kubectl's stderr for the config lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+
+	r = c.Person.Run(t, "patch", "kubeadmconfigtemplate", o.template.GetName(), "-n", ns, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"files":`+files+`}}}}`)
+	if r.Err == nil {
+		t.Errorf("the person's edit of the MachineDeployment's topology template %s was admitted", o.template.GetName())
+	}
+	for _, want := range []string{
+		fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
+		"spec.template.spec.files[0].content: Forbidden: changed",
+		"This KubeadmConfigTemplate is a Cluster's copy that CAPI's topology controller manages (label topology.cluster.x-k8s.io/owned): change the ClusterClass's template instead",
+	} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("kubectl's stderr for the template lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+
+	class := c.GetIn(t, framework.ClusterClassGVK, ns, topologyClass)
+	pools, _, _ := unstructured.NestedSlice(class.Object, "spec", "workers", "machinePools")
+	classTemplate, _, _ := unstructured.NestedString(pools[0].(map[string]any), "bootstrap", "templateRef", "name")
+	r = c.Person.Run(t, "patch", "kubeadmconfigtemplate", classTemplate, "-n", ns, "--type", "merge", "--dry-run=server", "-p", `{"spec":{"template":{"spec":{"files":`+files+`}}}}`)
+	if r.Err != nil {
+		t.Errorf("the person's edit of the class's template %s was refused: %v\n%s", classTemplate, r.Err, r.Stderr)
+	}
+	if want := fmt.Sprintf("Warning: ClusterClass %s uses this template: every Cluster of it rolls its Machines at the next reconcile", topologyClass); !strings.Contains(r.Stderr, want) {
+		t.Errorf("kubectl's stderr for the class's template lacks %q:\n%s", want, r.Stderr)
+	}
+
+	// Nothing changed.
+	after := c.topologyObjects(t)
+	for _, pair := range [][2]*unstructured.Unstructured{{o.config, after.config}, {o.template, after.template}} {
+		if firstFile(pair[0]) != firstFile(pair[1]) || pair[0].GetUID() != pair[1].GetUID() {
+			t.Errorf("%s %s changed although the edit was refused: %q -> %q", pair[0].GetKind(), pair[0].GetName(), firstFile(pair[0]), firstFile(pair[1]))
+		}
+	}
+	c.CheckPersonAdmittedExceptEdits(t, since)
+	c.CheckControllersAdmitted(t, since)
+}
+
+func (c *testCluster) secretIn(t *testing.T, namespace, name string) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	framework.Must(t, c.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, s))
+	return s
+}
+
+func (c *testCluster) namesIn(t *testing.T, gvk schema.GroupVersionKind, namespace string) []string {
+	t.Helper()
+	var names []string
+	for _, u := range c.ListIn(t, gvk, namespace) {
+		names = append(names, u.GetName())
+	}
+	return names
+}
