@@ -38,20 +38,22 @@ type topologyObjects struct {
 	pool, config, deployment, template *unstructured.Unstructured
 }
 
+// topologyObjects: c2's objects; it has one MachinePool and one MachineDeployment at the end
+// of every step.
 func (c *testCluster) topologyObjects(t *testing.T) topologyObjects {
 	t.Helper()
 	ns := framework.TopologyNamespace
-	one := func(kind, label, topology string) *unstructured.Unstructured {
+	one := func(kind string) *unstructured.Unstructured {
 		list := c.ListIn(t, framework.MachinePoolGVK.GroupVersion().WithKind(kind), ns,
-			client.MatchingLabels{"cluster.x-k8s.io/cluster-name": framework.TopologyCluster, label: topology})
+			client.MatchingLabels{"cluster.x-k8s.io/cluster-name": framework.TopologyCluster}, client.HasLabels{framework.TopologyOwnedLabel})
 		if len(list) != 1 {
-			t.Fatalf("%d %ss of topology %s in %s, want 1", len(list), kind, topology, ns)
+			t.Fatalf("%d %ss of Cluster %s/%s's topology, want 1", len(list), kind, ns, framework.TopologyCluster)
 		}
 		return &list[0]
 	}
 	var o topologyObjects
-	o.pool = one("MachinePool", framework.TopologyPoolLabel, topologyPool)
-	o.deployment = one("MachineDeployment", framework.TopologyDeploymentLabel, topologyDeployment)
+	o.pool = one("MachinePool")
+	o.deployment = one("MachineDeployment")
 	o.config = c.GetIn(t, framework.KubeadmConfigGVK, ns, bootstrapRef(o.pool))
 	o.template = c.GetIn(t, framework.KubeadmConfigTemplateGVK, ns, bootstrapRef(o.deployment))
 	return o
@@ -104,10 +106,7 @@ func (c *testCluster) topologyBringUp(t *testing.T) {
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		return observed == u.GetGeneration()
 	})
-	cluster := c.TopologyClusterManifest(ns, framework.TopologyCluster, topologyClass, "v1.34.3",
-		map[string]string{topologyDeployment: "default-worker"}, map[string]string{topologyPool: "default-pool"})
-	framework.Must(t, os.WriteFile(c.Artifacts.Path("c2.yaml"), []byte(cluster), 0o644))
-	c.AdmittedWithoutWarning(t, "apply", "-f", "c2.yaml")
+	c.applyTopologyCluster(t, topologyPool)
 
 	c.ProvideTopology(t, ns, framework.TopologyCluster, []string{topologyPool}, 3*time.Minute)
 	o := c.topologyObjects(t)
@@ -176,6 +175,20 @@ func (c *testCluster) topologyWrites(t *testing.T, since time.Time, check func(e
 		check(e, note)
 	}
 	return lines
+}
+
+// applyTopologyCluster: the person applies c2 with the MachinePool topologies named (of class
+// default-pool) and MachineDeployment md-0.
+func (c *testCluster) applyTopologyCluster(t *testing.T, pools ...string) {
+	t.Helper()
+	classes := map[string]string{}
+	for _, pool := range pools {
+		classes[pool] = "default-pool"
+	}
+	cluster := c.TopologyClusterManifest(framework.TopologyNamespace, framework.TopologyCluster, topologyClass, "v1.34.3",
+		map[string]string{topologyDeployment: "default-worker"}, classes)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("c2.yaml"), []byte(cluster), 0o644))
+	c.AdmittedWithoutWarning(t, "apply", "-f", "c2.yaml")
 }
 
 // waitMachineSetOn waits for a MachineSet of the MachineDeployment on the bootstrap template.
@@ -399,4 +412,129 @@ func (c *testCluster) namesIn(t *testing.T, gvk schema.GroupVersionKind, namespa
 		names = append(names, u.GetName())
 	}
 	return names
+}
+
+// topologyPoolRotation: the person does to the topology pool what the policy's refusal of
+// their edit names: a new KubeadmConfig under the suggested name, the pool's configRef pointed
+// at it. The policy admits both (rule 1), and CAPI rolls the new config out (the pool's
+// dataSecretName moves to it); but the topology controller refuses to reconcile the Cluster
+// while its pool names a config it did not make (CAPI's current state: "... is not topology
+// owned"), until the person points the pool back.
+func (c *testCluster) topologyPoolRotation(t *testing.T) {
+	since := time.Now()
+	ns := framework.TopologyNamespace
+	o := c.topologyObjects(t)
+	current := o.config.GetName()
+
+	// The person's edit, refused, names the rotation.
+	mine := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"files":             []any{map[string]any{"path": "/etc/sysctl.d/90-fleet.conf", "content": "vm.max_map_count = 2097152\n"}},
+		"joinConfiguration": map[string]any{"nodeRegistration": map[string]any{"kubeletExtraArgs": []any{map[string]any{"name": "max-pods", "value": "110"}}}},
+	}}}
+	mine.SetGroupVersionKind(framework.KubeadmConfigGVK)
+	mine.SetNamespace(ns)
+	mine.SetName(current)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("topology-config-edited.yaml"), framework.ToYAML(t, []*unstructured.Unstructured{mine}), 0o644))
+	r := c.Person.Run(t, "apply", "--server-side", "--force-conflicts", "-f", "topology-config-edited.yaml")
+	m := suggestedName.FindStringSubmatch(r.Stderr)
+	if r.Err == nil || m == nil {
+		t.Fatalf("the edit of %s was not refused with a rotation: %v\n%s", current, r.Err, r.Stderr)
+	}
+	name := m[1]
+	mine.SetName(name)
+	framework.Must(t, os.WriteFile(c.Artifacts.Path(name+".yaml"), framework.ToYAML(t, []*unstructured.Unstructured{mine}), 0o644))
+	c.AdmittedWithoutWarning(t, "create", "-f", name+".yaml")
+	c.AdmittedWithoutWarning(t, "patch", "machinepool", o.pool.GetName(), "-n", ns, "--type", "merge",
+		"-p", fmt.Sprintf(`{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":%q}}}}}}`, name))
+
+	// CAPI rolls it out; the topology controller stops.
+	c.WaitForIn(t, framework.MachinePoolGVK, ns, o.pool.GetName(), 2*time.Minute, "moved to the person's config's data Secret", func(u *unstructured.Unstructured) bool {
+		return bootstrapRef(u) == name && dataSecretName(u) == name
+	})
+	notOwned := fmt.Sprintf("KubeadmConfig %s/%s referenced from MachinePool %s/%s is not topology owned", ns, name, ns, o.pool.GetName())
+	c.waitTopologyReconciled(t, "False", notOwned)
+
+	// The person points the pool back; the topology controller reconciles again.
+	c.AdmittedWithoutWarning(t, "patch", "machinepool", o.pool.GetName(), "-n", ns, "--type", "merge",
+		"-p", fmt.Sprintf(`{"spec":{"template":{"spec":{"bootstrap":{"configRef":{"name":%q}}}}}}`, current))
+	c.WaitForIn(t, framework.MachinePoolGVK, ns, o.pool.GetName(), 2*time.Minute, "back on its own config's data Secret", func(u *unstructured.Unstructured) bool {
+		return bootstrapRef(u) == current && dataSecretName(u) == current
+	})
+	c.waitTopologyReconciled(t, "True", "")
+	c.CheckPersonAdmittedExceptEdits(t, since)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
+}
+
+// waitTopologyReconciled waits for c2's TopologyReconciled condition to have the status, its
+// message holding the text.
+func (c *testCluster) waitTopologyReconciled(t *testing.T, status, message string) {
+	t.Helper()
+	c.WaitForIn(t, framework.ClusterGVK, framework.TopologyNamespace, framework.TopologyCluster, 2*time.Minute,
+		fmt.Sprintf("TopologyReconciled %s (%q)", status, message), func(u *unstructured.Unstructured) bool {
+			conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conditions {
+				condition, _ := c.(map[string]any)
+				if condition["type"] == "TopologyReconciled" {
+					text, _ := condition["message"].(string)
+					return condition["status"] == status && strings.Contains(text, message)
+				}
+			}
+			return false
+		})
+}
+
+// topologyPoolReplacement: what rolls a class's bootstrap change out to a topology pool's
+// instances: a second MachinePool topology, made by the topology controller from the class as
+// it is now (its config and data Secret hold the class's template), then the old entry removed,
+// and the topology controller deletes the old pool, CAPI its config. Every write admitted, none
+// warned.
+func (c *testCluster) topologyPoolReplacement(t *testing.T) {
+	since := time.Now()
+	ns := framework.TopologyNamespace
+	old := c.topologyObjects(t)
+	oldTopology := old.pool.GetLabels()[framework.TopologyPoolLabel]
+	replacement := "pool-1"
+	if oldTopology == replacement {
+		replacement = topologyPool
+	}
+	class := c.GetIn(t, framework.ClusterClassGVK, ns, topologyClass)
+	pools, _, _ := unstructured.NestedSlice(class.Object, "spec", "workers", "machinePools")
+	classTemplate, _, _ := unstructured.NestedString(pools[0].(map[string]any), "bootstrap", "templateRef", "name")
+	want := firstFile(c.GetIn(t, framework.KubeadmConfigTemplateGVK, ns, classTemplate))
+
+	c.applyTopologyCluster(t, oldTopology, replacement)
+	made := c.ProvideTopology(t, ns, framework.TopologyCluster, []string{replacement}, 2*time.Minute)
+	pool := made[replacement]
+	config := c.WaitForIn(t, framework.KubeadmConfigGVK, ns, bootstrapRef(pool), 2*time.Minute, "adopted by the new pool, its data Secret written", func(u *unstructured.Unstructured) bool {
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return framework.ControlledByPool(u, pool.GetName()) && secret != ""
+	})
+	secret, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName")
+	if got := firstFile(config); got != want || !strings.Contains(string(c.secretIn(t, ns, secret).Data["value"]), strings.TrimSpace(want)) {
+		t.Errorf("the new pool's config %s holds %q (data Secret %s), want the class template %s's %q", config.GetName(), got, secret, classTemplate, want)
+	}
+
+	c.applyTopologyCluster(t, replacement)
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return !slices.Contains(c.namesIn(t, framework.MachinePoolGVK, ns), old.pool.GetName()) &&
+			!slices.Contains(c.namesIn(t, framework.KubeadmConfigGVK, ns), old.config.GetName()), nil
+	})
+	if err != nil {
+		t.Fatalf("MachinePool %s or KubeadmConfig %s still there 2m after its topology was removed (log: %s)", old.pool.GetName(), old.config.GetName(), c.CAPILog)
+	}
+	var deletes []string
+	for _, e := range c.EventsSince(t, since) {
+		if e.Verb == "delete" && e.Code() < 300 && (e.Resource() == "machinepools" || e.Resource() == "kubeadmconfigs") {
+			deletes = append(deletes, fmt.Sprintf("%s %s %s", e.User.Username, e.Resource(), e.ObjectRef.Name))
+		}
+	}
+	t.Logf("deleted:\n  %s", strings.Join(deletes, "\n  "))
+	if !slices.Contains(deletes, fmt.Sprintf("%s machinepools %s", c.CAPIManager, old.pool.GetName())) {
+		t.Errorf("the audit log shows no admitted DELETE of MachinePool %s by the topology controller", old.pool.GetName())
+	}
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
+	c.CheckNoWarningsTo(t, c.CAPILog)
 }
