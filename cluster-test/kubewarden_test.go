@@ -895,7 +895,11 @@ func (s *stack) settingsMistake(t *testing.T) {
 		t.Fatalf("kubectl delete clusteradmissionpolicy %s: %v\n%s", strings.Join(names, " "), r.Err, r.Stderr)
 	}
 	s.WaitRolledOut(t, deployment, recovering)
-	s.ReportStopFailures(t, deleted)
+	// From the deletion to the rollout's end no policy-server Pod was ready (noneRefused).
+	s.Stops = append(s.Stops, framework.Window{From: deleted, To: time.Now()})
+	for _, e := range framework.FailedOpen(s.EventsSince(t, deleted), s.WebhookName()) {
+		t.Logf("failed open, no policy-server Pod ready: %s", e)
+	}
 	t.Logf("policy-server-default rolled out %s after the delete", time.Since(recovering).Round(time.Second))
 	for _, name := range names {
 		if got := s.GetPolicy(t, name); got.GetName() != "" {
