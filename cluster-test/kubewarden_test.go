@@ -1022,11 +1022,21 @@ func (s *stack) checkPoliciesWhileBad(t *testing.T, name, key string) {
 		framework.PolicyCondition(good, "PolicyServerConfigurationUpToDate"))
 }
 
-// checkEventsName: no Event of Kubewarden's namespace since the time names a key: only the
-// Pod's log does. (The kubelet's own Events, BackOff and the like, which the stand-in does not
-// write, carry no log line either.)
+// checkEventsName: neither the PolicyServer's status nor an Event of Kubewarden's namespace
+// since the time names a key: only the Pod's log does. (The kubelet's own Events, BackOff and
+// the like, which the stand-in does not write, carry no log line either.)
 func (s *stack) checkEventsName(t *testing.T, since time.Time, keys []string) {
 	t.Helper()
+	ps := &unstructured.Unstructured{}
+	ps.SetGroupVersionKind(framework.PolicyServerGVK)
+	framework.Must(t, s.CP.Client.Get(context.Background(), client.ObjectKey{Name: "default"}, ps))
+	status := compactJSON(ps.Object["status"])
+	t.Logf("PolicyServer default: status %s", status)
+	for _, key := range keys {
+		if strings.Contains(status, key) {
+			t.Errorf("the PolicyServer's status names %s: %s", key, status)
+		}
+	}
 	events := &corev1.EventList{}
 	framework.Must(t, s.CP.Client.List(context.Background(), events, client.InNamespace(framework.KubewardenNamespace)))
 	var recent []string
