@@ -517,12 +517,24 @@ func (c *testCluster) topologyPoolReplacement(t *testing.T) {
 	}
 
 	c.applyTopologyCluster(t, replacement)
+	// The old pool goes, and every config it owned: its own (CAPI deletes it), any other
+	// (topologyPoolRotation's, rotated out: the garbage collector).
+	owned := func() []string {
+		var names []string
+		for _, config := range c.ListIn(t, framework.KubeadmConfigGVK, ns) {
+			for _, ref := range config.GetOwnerReferences() {
+				if ref.Kind == "MachinePool" && ref.UID == old.pool.GetUID() {
+					names = append(names, config.GetName())
+				}
+			}
+		}
+		return names
+	}
 	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		return !slices.Contains(c.namesIn(t, framework.MachinePoolGVK, ns), old.pool.GetName()) &&
-			!slices.Contains(c.namesIn(t, framework.KubeadmConfigGVK, ns), old.config.GetName()), nil
+		return !slices.Contains(c.namesIn(t, framework.MachinePoolGVK, ns), old.pool.GetName()) && len(owned()) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("MachinePool %s or KubeadmConfig %s still there 2m after its topology was removed (log: %s)", old.pool.GetName(), old.config.GetName(), c.CAPILog)
+		t.Fatalf("MachinePool %s or its configs %v still there 2m after its topology was removed (log: %s)", old.pool.GetName(), owned(), c.CAPILog)
 	}
 	var deletes []string
 	for _, e := range c.EventsSince(t, since) {
