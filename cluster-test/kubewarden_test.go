@@ -844,6 +844,10 @@ func (s *stack) settingsMistake(t *testing.T) {
 			if !slices.ContainsFunc(keys, func(key string) bool { return strings.Contains(line, key) }) {
 				t.Errorf("policy-server's exit names none of %q: %s", keys, line)
 			}
+			// The README: the line names the problem, not the policy.
+			if slices.ContainsFunc(names, func(name string) bool { return strings.Contains(line, name) }) {
+				t.Errorf("policy-server's exit names the policy: %s", line)
+			}
 		}
 		t.Logf("Pod %s of the new ReplicaSet %s, restarted %d times, exited each time with:\n%s", pod.Name, framework.ReplicaSetOf(pod), framework.Restarts(pod), strings.Join(lines, "\n"))
 		s.checkStillServing(t, serving)
