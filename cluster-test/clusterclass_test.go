@@ -100,8 +100,8 @@ func (c *testCluster) topologyBringUp(t *testing.T) {
 		framework.Must(t, os.WriteFile(c.Artifacts.Path(name), framework.ReadFile(t, filepath.Join("testdata", "clusterclass", name)), 0o644))
 		c.AdmittedWithoutWarning(t, "apply", "-f", name)
 	}
-	// The Cluster webhook refuses a Cluster whose class the ClusterClass controller has not
-	// reconciled yet; a person waits too (kubectl wait).
+	// CAPI's Cluster webhook warns of a Cluster whose class the ClusterClass controller has not
+	// reconciled yet (its topology not fully validated): the person waits for the class first.
 	c.WaitForIn(t, framework.ClusterClassGVK, ns, topologyClass, time.Minute, "reconciled", func(u *unstructured.Unstructured) bool {
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 		return observed == u.GetGeneration()
