@@ -150,10 +150,11 @@ $(ROLLOUT_CHECK): FORCE
 	$(CARGO) build --locked -p capi-rollout-check
 # With Kubewarden's tools given (.ci/run), TestKubewardenStack needs its OCI registry: installed
 # here, before the cluster test, not only by kwctl-checks after it (a fresh machine found that).
+# CLUSTER_TEST_RUN reaches the test as written: `'^TestCluster$/^reapply:'`, no `$$` needed.
 cluster-test: annotated-policy.wasm $(HOST) $(ROLLOUT_CHECK)
 	@if [ -n "$(strip $(KWCTL))$(KUBEWARDEN_CONTROLLER)" ]; then .ci/system-packages kubewarden; fi
 	POLICY_HOST=$(CURDIR)/$(HOST) ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm ROLLOUT_CHECK=$(CURDIR)/$(ROLLOUT_CHECK) \
-	cluster-test/run.sh
+	CLUSTER_TEST_RUN='$(value CLUSTER_TEST_RUN)' cluster-test/run.sh
 
 # Not part of `make test`: hours of CAPI's own traffic through the policy (cluster-test/README.md):
 # TestSoak (CAPI v1.12) then TestSoakProviders (CAPI v1.10 with RKE2 and k3s), SOAK_DURATION each.
