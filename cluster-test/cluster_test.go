@@ -79,7 +79,8 @@ func TestCluster(t *testing.T) {
 		{ID: "topologyPersonEdits", Name: "a person's edits of a topology-owned config and template are refused, of the class's template warned", Needs: []string{"topologyBringUp"}, Run: c.topologyPersonEdits},
 		{ID: "topologyPoolRotation", Name: "a person's rotation of a topology pool's configRef is admitted and rolled out, and stops the topology controller until it is undone", Needs: []string{"topologyBringUp"}, Run: c.topologyPoolRotation},
 		{ID: "topologyPoolReplacement", Name: "a second MachinePool topology takes the class's bootstrap as it is now; removing the first deletes it, every write admitted", Needs: []string{"topologyBringUp"}, Run: c.topologyPoolReplacement},
-		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp", "topologyBringUp"}, Run: c.rotateCommand},
+		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp"}, Run: c.rotateCommand},
+		{ID: "rotateTopologyPool", Name: "capi-rollout-check rotate refuses the pool of a ClusterClass's Cluster, sending the person to the class; nothing written", Needs: []string{"topologyBringUp"}, Run: c.rotateTopologyPool},
 		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: c.clusterctlMove},
 		// Stands alone: it reads the audit log of whatever ran before it.
 		{ID: "noControllerRefused", Name: "no controller write was refused by the policy in the whole run", Run: c.noControllerRefused},

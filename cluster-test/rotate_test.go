@@ -233,26 +233,6 @@ subjects:
 		}
 	}
 
-	// A pool the topology controller made for ClusterClass quick-start's Cluster
-	// (topologyBringUp), with the person's edit of the KubeadmConfig it names.
-	o := c.topologyObjects(t)
-	topologyConfig := &unstructured.Unstructured{Object: map[string]any{"spec": o.config.Object["spec"]}}
-	topologyConfig.SetGroupVersionKind(framework.KubeadmConfigGVK)
-	topologyConfig.SetName(o.config.GetName())
-	topologyConfig.SetNamespace(o.config.GetNamespace())
-	files, _, _ := unstructured.NestedSlice(topologyConfig.Object, "spec", "files")
-	files[0].(map[string]any)["content"] = "vm.max_map_count = 4194304\n"
-	framework.Must(t, unstructured.SetNestedSlice(topologyConfig.Object, files, "spec", "files"))
-	framework.Must(t, os.WriteFile(c.Artifacts.Path("rotate-topology.yaml"), framework.ToYAML(t, []*unstructured.Unstructured{topologyConfig}), 0o644))
-	r := c.rolloutCheckIn(t, framework.TopologyNamespace, c.Person.Kubeconfig, nil, "machinepool/"+o.pool.GetName(), "-f", "rotate-topology.yaml")
-	if want := fmt.Sprintf("MachinePool %s/%s is managed by Cluster %s's topology (label %s): change the ClusterClass's bootstrap template instead",
-		framework.TopologyNamespace, o.pool.GetName(), framework.TopologyCluster, framework.TopologyOwnedLabel); r.code != 2 || !strings.Contains(r.stderr, want) {
-		t.Errorf("topology: exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
-	}
-	if after := c.GetIn(t, framework.MachinePoolGVK, framework.TopologyNamespace, o.pool.GetName()); bootstrapRef(after) != o.config.GetName() {
-		t.Errorf("the topology pool's configRef moved from %s to %s during the refused rotation", o.config.GetName(), bootstrapRef(after))
-	}
-
 	// Nothing was written by the command: the pool names the same config, and the person's
 	// writes to CAPI's kinds are the test's own (the taken name).
 	after := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
@@ -273,5 +253,34 @@ subjects:
 	}
 	if strings.Join(writes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("writes to CAPI's kinds during the refused rotations:\n%s\nwant only the test's own:\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// rotateTopologyPool: `capi-rollout-check rotate` of the pool the topology controller made for
+// ClusterClass quick-start's Cluster (topologyBringUp), with the person's edit of the
+// KubeadmConfig it names: refused, sending the person to the class, and nothing written.
+func (c *testCluster) rotateTopologyPool(t *testing.T) {
+	since := time.Now()
+	o := c.topologyObjects(t)
+	topologyConfig := &unstructured.Unstructured{Object: map[string]any{"spec": o.config.Object["spec"]}}
+	topologyConfig.SetGroupVersionKind(framework.KubeadmConfigGVK)
+	topologyConfig.SetName(o.config.GetName())
+	topologyConfig.SetNamespace(o.config.GetNamespace())
+	files, _, _ := unstructured.NestedSlice(topologyConfig.Object, "spec", "files")
+	files[0].(map[string]any)["content"] = "vm.max_map_count = 4194304\n"
+	framework.Must(t, unstructured.SetNestedSlice(topologyConfig.Object, files, "spec", "files"))
+	framework.Must(t, os.WriteFile(c.Artifacts.Path("rotate-topology.yaml"), framework.ToYAML(t, []*unstructured.Unstructured{topologyConfig}), 0o644))
+	r := c.rolloutCheckIn(t, framework.TopologyNamespace, c.Person.Kubeconfig, nil, "machinepool/"+o.pool.GetName(), "-f", "rotate-topology.yaml")
+	if want := fmt.Sprintf("MachinePool %s/%s is managed by Cluster %s's topology (label %s): change the ClusterClass's bootstrap template instead",
+		framework.TopologyNamespace, o.pool.GetName(), framework.TopologyCluster, framework.TopologyOwnedLabel); r.code != 2 || !strings.Contains(r.stderr, want) {
+		t.Errorf("topology: exit %d, stderr %q; want 2 and %q", r.code, r.stderr, want)
+	}
+	if after := c.GetIn(t, framework.MachinePoolGVK, framework.TopologyNamespace, o.pool.GetName()); bootstrapRef(after) != o.config.GetName() {
+		t.Errorf("the topology pool's configRef moved from %s to %s during the refused rotation", o.config.GetName(), bootstrapRef(after))
+	}
+	for _, e := range c.EventsSince(t, since) {
+		if e.IsWrite() && e.User.Username == c.PersonName {
+			t.Errorf("a write of the person during the refused rotation: %s", e)
+		}
 	}
 }
