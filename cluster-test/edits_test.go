@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/cluster-test/framework"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -33,13 +34,17 @@ func (c *testCluster) personEdits(t *testing.T) {
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(editedFile), []byte(edited), 0o644))
 	defer func() { framework.Must(t, os.WriteFile(c.Artifacts.Path(editedFile), original, 0o644)) }()
 
-	// kubectl replace sends the whole object back, with its resourceVersion.
-	replaced := before.DeepCopy()
-	files, _, _ := unstructured.NestedSlice(replaced.Object, "spec", "files")
-	files[0].(map[string]any)["content"] = editedContent
-	framework.Must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
+	// kubectl replace sends the whole object back, with its resourceVersion: the object as read
+	// just before (CABPK rotates the token about every 20 s, and a stale resourceVersion is a
+	// conflict, answered before any webhook is called).
 	replaceFile := "pool-1-a-replace.yaml"
-	framework.Must(t, os.WriteFile(c.Artifacts.Path(replaceFile), framework.ToYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
+	writeReplace := func() {
+		replaced := c.Get(t, framework.KubeadmConfigGVK, "pool-1-a")
+		files, _, _ := unstructured.NestedSlice(replaced.Object, "spec", "files")
+		files[0].(map[string]any)["content"] = editedContent
+		framework.Must(t, unstructured.SetNestedSlice(replaced.Object, files, "spec", "files"))
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(replaceFile), framework.ToYAML(t, []*unstructured.Unstructured{replaced}), 0o644))
+	}
 	patch := fmt.Sprintf(`{"spec":{"joinConfiguration":{"nodeRegistration":{"kubeletExtraArgs":[{"name":"max-pods","value":%q}]}}}}`, editedMaxPods)
 
 	remediation := `set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/pool-1 to "pool-1-`
@@ -61,6 +66,9 @@ func (c *testCluster) personEdits(t *testing.T) {
 			if dryRun {
 				args = append(slices.Clone(args), "--dry-run=server")
 				name += " --dry-run=server"
+			}
+			if tc.name == "kubectl replace" {
+				writeReplace()
 			}
 			r := c.Person.Run(t, args...)
 			if r.Err == nil {
@@ -95,6 +103,7 @@ func (c *testCluster) personEdits(t *testing.T) {
 			t.Errorf("%s changed although every edit was refused: %v -> %v", strings.Join(path, "."), b, a)
 		}
 	}
+	t.Run("contentFormat: a file's contentFormat is an edit like any, through v1beta2 and v1beta1", c.contentFormat)
 }
 
 func (c *testCluster) rotation(t *testing.T) {
@@ -252,4 +261,207 @@ func (c *testCluster) replaceForce(t *testing.T) {
 	}
 	c.CheckPersonAdmitted(t, since)
 	c.CheckControllersAdmitted(t, since)
+}
+
+// The pool of the contentFormat step (CAPI v1.14): its config's second file rendered as a Go
+// template by CABPK, the first one verbatim with no contentFormat written.
+const (
+	contentFormatPool   = "pool-3"
+	contentFormatConfig = `apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata: {name: pool-3-a, namespace: fleet}
+spec:
+  files:
+    - path: /etc/sysctl.d/90-fleet.conf
+      content: |
+        vm.max_map_count = 262144
+    - path: /etc/fleet/control-plane-version
+      contentFormat: Template
+      content: |
+        control plane {{ .controlPlane.version }}
+  joinConfiguration:
+    nodeRegistration:
+      kubeletExtraArgs:
+        - name: max-pods
+          value: "110"
+`
+	// The same config as a repository still in v1beta1 writes it (kubeletExtraArgs a map).
+	contentFormatConfigV1beta1 = `apiVersion: bootstrap.cluster.x-k8s.io/v1beta1
+kind: KubeadmConfig
+metadata: {name: pool-3-a, namespace: fleet}
+spec:
+  files:
+    - path: /etc/sysctl.d/90-fleet.conf
+      content: |
+        vm.max_map_count = 262144
+    - path: /etc/fleet/control-plane-version
+      contentFormat: Template
+      content: |
+        control plane {{ .controlPlane.version }}
+  joinConfiguration:
+    nodeRegistration:
+      kubeletExtraArgs:
+        max-pods: "110"
+`
+	contentFormatMachinePool = `apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {name: pool-3, namespace: fleet}
+spec:
+  clusterName: c1
+  replicas: 0
+  template:
+    spec:
+      clusterName: c1
+      version: v1.34.3
+      bootstrap:
+        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: pool-3-a}
+      infrastructureRef: {apiGroup: infrastructure.cluster-test.rollout-policy.dev, kind: TestMachinePool, name: pool-3}
+---
+apiVersion: infrastructure.cluster-test.rollout-policy.dev/v1alpha1
+kind: TestMachinePool
+metadata: {name: pool-3, namespace: fleet}
+spec: {providerIDList: []}
+`
+)
+
+// contentFormat: CAPI v1.14's spec.files[].contentFormat, in both API versions (a release whose
+// CRD has no such field skips it). A pool's config with a file rendered as a template: what
+// the release stores for a file that names no contentFormat (logged: a default would be there),
+// CABPK's rendering, an unchanged re-apply admitted; the person's change of contentFormat
+// refused naming spec.files[1].contentFormat; through v1beta1, the field read back, a re-apply of
+// the v1beta1 manifest (its first file without contentFormat, whatever storage holds for it)
+// admitted without a warning, and the same change refused by its v1beta1 path. The pool is
+// deleted after, the later steps' fleet as it was.
+func (c *testCluster) contentFormat(t *testing.T) {
+	if !crdHasField(t, c.ManagementCluster, "kubeadmconfigs.bootstrap.cluster.x-k8s.io", "v1beta2", "spec", "files", "[]", "contentFormat") {
+		t.Skip("this CAPI release's KubeadmConfig has no spec.files[].contentFormat (CAPI v1.14 added it)")
+	}
+	v1beta1Field := crdHasField(t, c.ManagementCluster, "kubeadmconfigs.bootstrap.cluster.x-k8s.io", "v1beta1", "spec", "files", "[]", "contentFormat")
+	t.Logf("KubeadmConfig v1beta1 has spec.files[].contentFormat in this release's CRD: %t", v1beta1Field)
+	since := time.Now()
+	write := func(name, text string) string {
+		framework.Must(t, os.WriteFile(c.Artifacts.Path(name), []byte(text), 0o644))
+		return name
+	}
+	config := write("pool-3-a.yaml", contentFormatConfig)
+	pool := write("pool-3.yaml", contentFormatMachinePool)
+	if r := c.Person.Run(t, "apply", "-f", config, "-f", pool); r.Err != nil {
+		t.Fatalf("kubectl apply of pool-3 and its config: %v\n%s", r.Err, r.Stderr)
+	}
+	defer func() {
+		// The pool goes; CAPI deletes the config it names.
+		if r := c.Person.Run(t, "delete", "-f", pool, "--wait", "--timeout=2m"); r.Err != nil {
+			t.Errorf("kubectl delete -f %s: %v\n%s", pool, r.Err, r.Stderr)
+		}
+		c.CheckPersonAdmittedExceptEdits(t, since)
+		c.CheckControllersAdmitted(t, since)
+	}()
+	c.ProvisionInfrastructure(t, contentFormatPool)
+	stored := c.WaitFor(t, framework.KubeadmConfigGVK, "pool-3-a", 3*time.Minute, "adopted by pool-3, its data secret written", func(u *unstructured.Unstructured) bool {
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return framework.ControlledByPool(u, contentFormatPool) && secret != ""
+	})
+	files, _, _ := unstructured.NestedSlice(stored.Object, "spec", "files")
+	if len(files) != 2 {
+		t.Fatalf("pool-3-a stores %d files, want the manifest's 2: %v", len(files), files)
+	}
+	if got := files[1].(map[string]any)["contentFormat"]; got != "Template" {
+		t.Errorf("pool-3-a stores spec.files[1].contentFormat %v, want the manifest's Template", got)
+	}
+	if v, ok := files[0].(map[string]any)["contentFormat"]; ok {
+		t.Logf("this release defaults spec.files[].contentFormat: the file written without it is stored with %q", v)
+	} else {
+		t.Log("this release stores no spec.files[].contentFormat for a file written without it: no default")
+	}
+	secretName, _, _ := unstructured.NestedString(stored.Object, "status", "dataSecretName")
+	if data := string(c.Secret(t, secretName).Data["value"]); strings.Contains(data, "{{ .controlPlane.version }}") {
+		t.Errorf("CABPK wrote the Template file unrendered into %s", secretName)
+	} else {
+		t.Logf("CABPK rendered the Template file: %q", firstLineWith(data, "control plane "))
+	}
+
+	c.AdmittedWithoutWarning(t, "apply", "-f", config)
+	c.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", config)
+
+	refused := func(what string, r framework.KubectlResult, path string) {
+		t.Helper()
+		if r.Err == nil {
+			t.Errorf("%s was admitted", what)
+			return
+		}
+		for _, want := range []string{
+			fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
+			path + ": Forbidden: changed",
+			"The config is in use by MachinePool fleet/" + contentFormatPool,
+		} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("%s: kubectl's stderr lacks %q:\n%s", what, want, r.Stderr)
+			}
+		}
+	}
+	raw := write("pool-3-a-raw.yaml", strings.Replace(contentFormatConfig, "contentFormat: Template", "contentFormat: Raw", 1))
+	refused("kubectl apply of contentFormat: Raw", c.Person.Run(t, "apply", "-f", raw), "spec.files[1].contentFormat")
+	refused("kubectl patch of contentFormat", c.Person.Run(t, "patch", "kubeadmconfig", "pool-3-a", "-n", framework.Namespace, "--type", "json",
+		"-p", `[{"op":"replace","path":"/spec/files/1/contentFormat","value":"Raw"}]`), "spec.files[1].contentFormat")
+
+	// A client of v1beta1.
+	r := c.Person.Run(t, "get", "kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io", "pool-3-a", "-n", framework.Namespace, "-o", "json")
+	var asV1beta1 unstructured.Unstructured
+	if r.Err != nil || asV1beta1.UnmarshalJSON([]byte(r.Stdout)) != nil {
+		t.Fatalf("kubectl get of pool-3-a through v1beta1: %v\n%s", r.Err, r.Stderr)
+	}
+	v1beta1Files, _, _ := unstructured.NestedSlice(asV1beta1.Object, "spec", "files")
+	if len(v1beta1Files) != 2 || v1beta1Files[1].(map[string]any)["contentFormat"] != "Template" {
+		t.Errorf("read through v1beta1, pool-3-a's files are %v: contentFormat: Template is not carried", v1beta1Files)
+	}
+	v1beta1 := write("pool-3-a.v1beta1.yaml", contentFormatConfigV1beta1)
+	c.AdmittedWithoutWarning(t, "apply", "-f", v1beta1)
+	c.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", v1beta1)
+	rawV1beta1 := write("pool-3-a-raw.v1beta1.yaml", strings.Replace(contentFormatConfigV1beta1, "contentFormat: Template", "contentFormat: Raw", 1))
+	refused("kubectl apply of contentFormat: Raw through v1beta1", c.Person.Run(t, "apply", "-f", rawV1beta1), "spec.files[1].contentFormat")
+
+	after := c.Get(t, framework.KubeadmConfigGVK, "pool-3-a")
+	a, _, _ := unstructured.NestedFieldNoCopy(after.Object, "spec", "files")
+	if !framework.JSONEqual(a, stored.Object["spec"].(map[string]any)["files"]) {
+		t.Errorf("spec.files changed although every edit was refused: %v -> %v", files, a)
+	}
+}
+
+// crdHasField: the CRD's schema of the version has the field (path below the root, "[]" for a
+// list's items).
+func crdHasField(t *testing.T, m *framework.ManagementCluster, crdName, version string, path ...string) bool {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	framework.Must(t, m.CP.Client.Get(context.Background(), client.ObjectKey{Name: crdName}, crd))
+	for _, v := range crd.Spec.Versions {
+		if v.Name != version || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+			continue
+		}
+		schema := v.Schema.OpenAPIV3Schema
+		for _, p := range path {
+			if p == "[]" {
+				if schema.Items == nil || schema.Items.Schema == nil {
+					return false
+				}
+				schema = schema.Items.Schema
+				continue
+			}
+			next, ok := schema.Properties[p]
+			if !ok {
+				return false
+			}
+			schema = &next
+		}
+		return true
+	}
+	return false
+}
+
+func firstLineWith(text, part string) string {
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, part) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
