@@ -18,7 +18,8 @@ import (
 )
 
 // bootstrapProvider is one of the other bootstrap providers as the test installs it from its
-// Go module under capi/, with its pool on a CAPI v1.10.10 management cluster.
+// Go module under capi/, with its pool on a CAPI v1.10.10 management cluster, or, for a
+// release of CAPI's v1beta2 API (onCAPIv1beta2), on this module's CAPI release (v1.12.10).
 type bootstrapProvider struct {
 	name   string // the subtest
 	folder string // capi/<folder>: the module that pins it, and capi/build.sh's binaries
@@ -35,13 +36,83 @@ type bootstrapProvider struct {
 	// edit is a person's real edit of the manifest (old, new) and the path the policy names.
 	edit       [2]string
 	editedPath string
+	// ownRefusals are the provider's own validating webhooks that refuse a change of the spec
+	// too (name: what they answer), for the config and for its template: kube-apiserver calls
+	// them beside the policy and answers with the first refusal it collects.
+	ownRefusals map[string]string
+	// dataOnAdoption: the provider's controller writes the bootstrap data as soon as the pool
+	// adopts the config (it does not wait for the control plane, or the control plane is
+	// initialized from the start): its writes are counted from the config's creation.
+	dataOnAdoption bool
+	// grants are RBAC objects the provider's own config/default lacks for a pool to work,
+	// created before its manager starts, as the person installing it adds them.
+	grants string
+	// onCAPIv1beta2: the provider is built against CAPI's v1beta2 API (CAPI v1.11+), and its
+	// pool runs on this module's CAPI release, the Cluster as TestCluster makes it (its control
+	// plane initialized from the start); controlPlane then only adds what the join reads.
+	onCAPIv1beta2 bool
 }
 
 var bootstrapProviders = []bootstrapProvider{
 	rke2("rke2-v0.21.0", "v1.10"),
 	rke2("rke2-v0.20.1", "rke2-v0.20"),
+	k3s("k3s-v0.3.1", "v1.10"),
 	{
-		name: "k3s-v0.3.1", folder: "v1.10", module: "github.com/k3s-io/cluster-api-k3s",
+		name: "talos-v0.6.12", folder: "talos-v0.6", module: "github.com/siderolabs/cluster-api-bootstrap-provider-talos",
+		Provider: framework.Provider{
+			Name: "cabpt-manager", Kustomization: "config/default",
+			Inventory: framework.Inventory{Name: "talos", Kind: "BootstrapProvider"},
+			Flags:     framework.CABPTManagerFlags,
+			// Its Deployment's args keep MachinePools off (${EXP_MACHINE_POOL:=false}): on, as
+			// `EXP_MACHINE_POOL=true clusterctl init` turns them on for a fleet of pools.
+			ExtraArgs: []string{"--feature-gates=MachinePool=true"},
+		},
+		config:   schema.GroupVersionKind{Group: "bootstrap.cluster.x-k8s.io", Version: "v1alpha3", Kind: "TalosConfig"},
+		resource: "talosconfigs", manifest: "talosconfig.yaml",
+		controlPlane: func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
+			// CABPT generates a worker's configuration from the Cluster (its endpoint, and the
+			// secrets bundle it writes itself); it reads no control plane.
+			framework.CreateTestControlPlane(t)(m)
+			return fmt.Sprintf("{apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1, kind: TestControlPlane, name: %s}", framework.ClusterName),
+				schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
+				map[string]any{"ready": true, "initialized": true}
+		},
+		edit:       [2]string{`max-pods: "110"`, `max-pods: "64"`},
+		editedPath: "spec.strategicPatches[0]: Forbidden: changed",
+		ownRefusals: map[string]string{
+			"vtalosconfig.cluster.x-k8s.io":         "TalosConfig.Spec is immutable",
+			"vtalosconfigtemplate.cluster.x-k8s.io": "TalosConfigTemplate.Spec is immutable",
+		},
+		// Its controller waits for the Cluster's infrastructure only, which the test's Cluster
+		// has none of.
+		dataOnAdoption: true,
+		// Its ClusterRole grants MachinePools in exp.cluster.x-k8s.io (config/rbac/role.yaml,
+		// from its kubebuilder markers), CAPI's experimental group of old; CAPI v1.10 serves them
+		// in cluster.x-k8s.io (the Go package it imports, sigs.k8s.io/cluster-api/exp/api/v1beta1,
+		// says so). Without this grant its MachinePool informer is forbidden, its caches never
+		// sync and the manager exits after two minutes.
+		grants: `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cabpt-machinepools}
+rules:
+- apiGroups: [cluster.x-k8s.io]
+  resources: [machinepools, machinepools/status]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: cabpt-machinepools}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cabpt-machinepools}
+subjects:
+- {kind: ServiceAccount, name: default, namespace: cabpt-system}`,
+	},
+	k3sV1beta2(),
+}
+
+func k3s(name, folder string) bootstrapProvider {
+	return bootstrapProvider{
+		name: name, folder: folder, module: "github.com/k3s-io/cluster-api-k3s",
 		Provider: framework.Provider{
 			Name: "k3s-bootstrap-manager", Kustomization: "bootstrap/config/default",
 			Inventory: framework.Inventory{Name: "k3s", Kind: "BootstrapProvider"},
@@ -70,7 +141,21 @@ var bootstrapProviders = []bootstrapProvider{
 		},
 		edit:       [2]string{"max-pods=110", "max-pods=64"},
 		editedPath: "spec.agentConfig.kubeletArgs[0]: Forbidden: changed",
-	},
+	}
+}
+
+// k3sV1beta2 is k3s' bootstrap provider v0.4.0, of CAPI's v1beta2 API: its webhooks are
+// v0.3.1's (the same defaulter), its controller reads the Cluster's v1beta2 status.
+func k3sV1beta2() bootstrapProvider {
+	bp := k3s("k3s-v0.4.0", "k3s-v0.4")
+	bp.onCAPIv1beta2, bp.dataOnAdoption = true, true
+	bp.controlPlane = func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
+		// k3s' worker join needs the join token k3s' control plane provider writes.
+		m.CreateJoinToken(t)
+		return "", schema.GroupVersionKind{Group: "controlplane.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestControlPlane"},
+			map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}}
+	}
+	return bp
 }
 
 func rke2(name, folder string) bootstrapProvider {
@@ -153,12 +238,14 @@ func k3sManagerFlags(s *framework.ManagerSetup) ([]string, string) {
 		fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Health)
 }
 
-// TestProviderWebhooks: for RKE2 (v0.21.0 and v0.20.1) and k3s (v0.3.1), each on a CAPI
-// v1.10.10 management cluster of its own, the provider's CRDs, RBAC and mutating and
-// validating webhooks installed from its config/default and its manager running as its
-// ServiceAccount: a config stored before the provider's defaulter would have changed it,
-// adopted by its pool; then a person's metadata-only update, a re-apply, and the provider's
-// own write (the worker join's bootstrap data) are admitted; a person's real edit is refused.
+// TestProviderWebhooks: for RKE2 (v0.21.0 and v0.20.1), k3s (v0.3.1) and Talos (CABPT
+// v0.6.12), each on a CAPI v1.10.10 management cluster of its own, and k3s v0.4.0 (CAPI's
+// v1beta2 API) on one of this module's CAPI v1.12.10, the provider's CRDs, RBAC
+// and mutating and validating webhooks installed from its config/default and its manager
+// running as its ServiceAccount: a config stored before the provider's defaulter would have
+// changed it (Talos has none), adopted by its pool; then a person's metadata-only update, a
+// re-apply, and the provider's own write (the worker join's bootstrap data) are admitted; a
+// person's real edit is refused (for Talos by its own webhook as well).
 func TestProviderWebhooks(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	bin := framework.ClusterBinaries(t)
@@ -172,6 +259,12 @@ func TestProviderWebhooks(t *testing.T) {
 // control plane's status must be for a worker join.
 func (bp bootstrapProvider) startCluster(t *testing.T, a *framework.Artifacts, bin string) (m *framework.ManagementCluster, controlPlane schema.GroupVersionKind, status map[string]any) {
 	t.Helper()
+	if bp.onCAPIv1beta2 {
+		m = framework.StartManagementCluster(t, a, bin, framework.NewCA(t), nil)
+		m.CreateCluster(t)
+		_, controlPlane, status = bp.controlPlane(t, m)
+		return m, controlPlane, status
+	}
 	m = framework.StartV1beta1Cluster(t, a, bin, func(m *framework.ManagementCluster) string {
 		ref, gvk, s := bp.controlPlane(t, m)
 		controlPlane, status = gvk, s
@@ -185,6 +278,9 @@ func (bp bootstrapProvider) install(t *testing.T, a *framework.Artifacts, m *fra
 	t.Helper()
 	p := bp.Provider
 	p.Module, p.Version = framework.PinnedModule(t, filepath.Join("capi", bp.folder), bp.module)
+	if bp.grants != "" {
+		m.CP.CreateAll(t, framework.ReadObjects(t, []byte(bp.grants)))
+	}
 	installed := framework.InstallProvider(t, a, m.CP, m.CA, framework.CAPIBinaries(t, bp.folder), p)
 	return "system:serviceaccount:" + strings.ReplaceAll(installed.ServiceAccount, "/", ":")
 }
@@ -202,8 +298,16 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 	configFile := bp.config.Kind + ".yaml"
 	framework.Must(t, os.WriteFile(a.Path(configFile), []byte(manifest), 0o644))
 	template := m.WriteTemplate(t, manifest, pool)
-	step(t, "a config stored before the defaulter, adopted by its pool", func(t *testing.T) {
-		restore := m.WithoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
+	created := time.Now()
+	stored := "a config stored before the defaulter, adopted by its pool"
+	if bp.defaulted == nil {
+		stored = "a config applied, adopted by its pool (the provider has no defaulter)"
+	}
+	step(t, stored, func(t *testing.T) {
+		restore := func() {}
+		if bp.defaulted != nil {
+			restore = m.WithoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
+		}
 		for _, file := range []string{configFile, m.Pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
 			if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
 				t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
@@ -222,7 +326,9 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 		m.AdmittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", framework.Namespace, "fleet.example.com/owner=platform")
 		stored := m.Get(t, bp.config, pool)
 		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
-		bp.defaulted(t, stored)
+		if bp.defaulted != nil {
+			bp.defaulted(t, stored)
+		}
 		m.CheckNotAnEdit(t, since, bp.resource, pool)
 	})
 	step(t, "re-applying the manifest is admitted without a warning", func(t *testing.T) {
@@ -234,7 +340,14 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 	})
 	step(t, "the provider's own writes (the worker join's bootstrap data) are admitted", func(t *testing.T) {
 		since := time.Now()
-		m.MarkV1beta1Ready(t, controlPlane, cpStatus, pool)
+		if bp.dataOnAdoption {
+			since = created
+		}
+		if bp.onCAPIv1beta2 {
+			m.ProvisionInfrastructure(t, pool)
+		} else {
+			m.MarkV1beta1Ready(t, controlPlane, cpStatus, pool)
+		}
 		m.WaitFor(t, bp.config, pool, 3*time.Minute, "given its bootstrap data by the provider", func(u *unstructured.Unstructured) bool {
 			ready, _, _ := unstructured.NestedBool(u.Object, "status", "ready")
 			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
@@ -253,6 +366,10 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 	step(t, "a person's real edit is refused, naming the field", func(t *testing.T) {
 		edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)
 		framework.Must(t, os.WriteFile(a.Path("edited-"+configFile), []byte(edited), 0o644))
+		if bp.ownRefusals != nil {
+			bp.refusedByBoth(t, m, "edited-"+configFile, pool, bp.editedPath, fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool))
+			return
+		}
 		r := m.Person.Run(t, "apply", "-f", "edited-"+configFile)
 		for _, want := range []string{
 			fmt.Sprintf("admission webhook %q denied the request", m.WebhookName()),
@@ -264,13 +381,109 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 			}
 		}
 	})
-	templateSteps(t, m, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
+	if bp.ownRefusals == nil {
+		templateSteps(t, m, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
+	} else {
+		bp.templateStepsWithOwnValidator(t, m, template)
+	}
 	step(t, "no controller write was refused by the policy", func(t *testing.T) {
 		m.CheckControllersAdmitted(t, time.Time{})
-		for _, e := range framework.DeniedBy(m.EventsSince(t, time.Time{}), m.WebhookName()) {
+		events := m.EventsSince(t, time.Time{})
+		for _, e := range framework.DeniedBy(events, m.WebhookName()) {
 			if e.User.Username == identity {
 				t.Errorf("the policy refused %s's own write: %s", bp.name, e)
 			}
 		}
+		for webhook := range bp.ownRefusals {
+			for _, e := range framework.DeniedBy(events, webhook) {
+				if e.User.Username == identity || e.User.Username == m.CAPIManager || e.User.Username == m.CABPK {
+					t.Errorf("%s's own webhook %s refused a controller's write: %s", bp.name, webhook, e)
+				}
+			}
+		}
+	})
+}
+
+// refusedByBoth: a person's `kubectl apply -f file`, an edit that the provider's own webhook
+// refuses as well as the policy. kube-apiserver calls both and prints the first refusal it
+// collected, the provider's (no path, no rotation) or the policy's (want, each of them); both
+// webhooks count the request as refused (kube-apiserver's rejection metrics), and the policy's
+// refusal of the object named says want, read from policy-host serve's log when it runs.
+func (bp bootstrapProvider) refusedByBoth(t *testing.T, m *framework.ManagementCluster, file, name string, want ...string) {
+	t.Helper()
+	webhooks := []string{m.WebhookName()}
+	for webhook := range bp.ownRefusals {
+		webhooks = append(webhooks, webhook)
+	}
+	before := m.WebhookRejections(t, webhooks...)
+	r := m.Person.Run(t, "apply", "-f", file)
+	if r.Err == nil {
+		t.Fatalf("kubectl apply -f %s was admitted", file)
+	}
+	printed := ""
+	for webhook, answer := range bp.ownRefusals {
+		if strings.Contains(r.Stderr, fmt.Sprintf("admission webhook %q denied the request: %s", webhook, answer)) {
+			printed = webhook
+		}
+	}
+	if printed == "" {
+		printed = m.WebhookName()
+		for _, w := range append([]string{fmt.Sprintf("admission webhook %q denied the request", m.WebhookName())}, want...) {
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("kubectl printed neither %s's own refusal nor the policy's with %q:\n%s", bp.name, w, r.Stderr)
+			}
+		}
+	}
+	t.Logf("kubectl printed the refusal of %s (kube-apiserver answers with the first refusal of the webhooks it called)", printed)
+	after := m.WebhookRejections(t, webhooks...)
+	refusedBy := 0
+	for _, webhook := range webhooks {
+		if after[webhook] > before[webhook] {
+			refusedBy++
+		} else if webhook == m.WebhookName() {
+			t.Errorf("POLICY: kube-apiserver counts no refusal of the policy's webhook for %s (apiserver_admission_webhook_rejection_count %v -> %v)", file, before[webhook], after[webhook])
+		}
+	}
+	if refusedBy < 2 {
+		t.Errorf("want the edit refused by the policy and by %s's own webhook: rejection counts %v -> %v", bp.name, before, after)
+	}
+	// What the policy answered, whether kubectl printed it or not.
+	messages, ok := m.PolicyRefusals(t, name)
+	if !ok {
+		t.Log("the policy server's log is not policy-host's: its refusal's text is not read")
+		return
+	}
+	if len(messages) == 0 {
+		t.Fatalf("POLICY: policy-host serve logged no refusal of %s", name)
+	}
+	for _, w := range want {
+		if last := messages[len(messages)-1]; !strings.Contains(last, w) {
+			t.Errorf("POLICY: the policy's refusal lacks %q: %s", w, last)
+		}
+	}
+}
+
+// templateStepsWithOwnValidator is templateSteps for a provider whose own webhook refuses a
+// change of the template's spec too: the person's label, annotation and re-applies admitted by
+// both, the edit refused by both.
+func (bp bootstrapProvider) templateStepsWithOwnValidator(t *testing.T, m *framework.ManagementCluster, tmpl framework.BootstrapTemplate) {
+	t.Helper()
+	resource := strings.ToLower(tmpl.GVK.Kind) + "s"
+	step(t, "a person's metadata-only update and re-applies of the "+tmpl.GVK.Kind+" are admitted", func(t *testing.T) {
+		since := time.Now()
+		m.LabelAsPerson(t, tmpl.GVK, tmpl.Name, tmpl.File, bp.name)
+		m.AdmittedWithoutWarning(t, "annotate", strings.ToLower(tmpl.GVK.Kind), tmpl.Name, "-n", framework.Namespace, "fleet.example.com/owner=platform")
+		m.AdmittedWithoutWarning(t, "apply", "-f", tmpl.File)
+		m.AdmittedWithoutWarning(t, "apply", "--server-side", "--force-conflicts", "-f", tmpl.File)
+		m.CheckPersonAdmitted(t, since)
+		m.CheckNotAnEdit(t, since, resource, tmpl.Name)
+	})
+	step(t, "a person's real edit of the "+tmpl.GVK.Kind+" is refused by the policy and by the provider", func(t *testing.T) {
+		text := string(framework.ReadFile(t, m.Artifacts.Path(tmpl.File)))
+		if !strings.Contains(text, bp.edit[0]) {
+			t.Fatalf("%s has no %q to edit", tmpl.File, bp.edit[0])
+		}
+		framework.Must(t, os.WriteFile(m.Artifacts.Path("edited-"+tmpl.File), []byte(strings.Replace(text, bp.edit[0], bp.edit[1], 1)), 0o644))
+		bp.refusedByBoth(t, m, "edited-"+tmpl.File, tmpl.Name, "spec.template.spec."+strings.TrimPrefix(bp.editedPath, "spec."))
 	})
 }

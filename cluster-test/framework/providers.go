@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	corev1 "k8s.io/api/core/v1"
@@ -249,4 +251,68 @@ func SpecYAML(t *testing.T, u *unstructured.Unstructured) string {
 	out, err := yaml.Marshal(u.Object["spec"])
 	Must(t, err)
 	return string(out)
+}
+
+// CABPTManagerFlags are the Talos bootstrap provider's (CABPT's) own flags: CAPI's names for its
+// webhook server, health and diagnostics, but --enable-leader-election (its Deployment's args
+// turn it on; outside a pod controller-runtime cannot tell the lease's namespace). Its
+// kubeconfig is KUBECONFIG's.
+func CABPTManagerFlags(s *ManagerSetup) ([]string, string) {
+	s.Env = append(s.Env, "KUBECONFIG="+s.Kubeconfig)
+	return []string{
+		fmt.Sprintf("--webhook-port=%d", s.webhookPort),
+		"--webhook-cert-dir=" + s.CertDir,
+		fmt.Sprintf("--health-addr=127.0.0.1:%d", s.Health),
+		fmt.Sprintf("--diagnostics-address=127.0.0.1:%d", FreePort(s.t)),
+		"--insecure-diagnostics=true",
+		"--enable-leader-election=false",
+	}, fmt.Sprintf("http://127.0.0.1:%d/readyz", s.Health)
+}
+
+// WebhookRejections is kube-apiserver's apiserver_admission_webhook_rejection_count of each
+// webhook named, every operation summed. kube-apiserver calls the validating webhooks of a
+// request in parallel and answers with the first refusal it collected: the count tells which
+// webhooks refused a request whose answer named only one.
+func (m *ManagementCluster) WebhookRejections(t *testing.T, webhooks ...string) map[string]float64 {
+	t.Helper()
+	raw, err := m.CP.Clientset.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	Must(t, err)
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	Must(t, err)
+	counts := map[string]float64{}
+	for _, w := range webhooks {
+		counts[w] = 0
+	}
+	if f := families["apiserver_admission_webhook_rejection_count"]; f != nil {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if _, ok := counts[l.GetValue()]; ok && l.GetName() == "name" {
+					counts[l.GetValue()] += metric.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return counts
+}
+
+// PolicyRefusals are the messages of the refusals `policy-host serve` logged for the object
+// named (its validation lines with allowed=false); ok is false when the policy server's log is
+// not policy-host's (the real policy-server logs in its own format).
+func (m *ManagementCluster) PolicyRefusals(t *testing.T, name string) (messages []string, ok bool) {
+	t.Helper()
+	for _, log := range m.PolicyServerLogs(t) {
+		for _, line := range strings.Split(string(ReadFile(t, log)), "\n") {
+			_, fields, found := strings.Cut(line, "policy-host serve: validation ")
+			if !found {
+				continue
+			}
+			ok = true
+			if strings.Contains(fields, " name="+name+" ") && strings.Contains(fields, " allowed=false ") {
+				_, message, _ := strings.Cut(fields, " message=")
+				messages = append(messages, message)
+			}
+		}
+	}
+	return messages, ok
 }
