@@ -8,7 +8,8 @@
 //     installs them, a management cluster of the control plane, CAPI, the person and the policy
 //     server (policy.go: `policy-host serve` or POLICY_SERVER behind policy.yaml's webhook);
 //   - Cluster c1 and the objects the cases read and wait for (cluster.go), other bootstrap
-//     providers' configs and templates (providers.go);
+//     providers' configs and templates (providers.go), a Cluster of a ClusterClass: its
+//     providers stood in for and the topology controller's writes (topology.go);
 //   - audit-log queries (audit.go): the requests since a time, who wrote what, what the policy
 //     refused or warned, and the checks every case makes of them;
 //   - the kubelet stand-in (kubelet.go) and Kubewarden as its charts install it (kubewarden.go);
