@@ -340,8 +340,8 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 // topologyPersonEdits: a person's kubectl edits of what the topology controller owns. The
 // pool's KubeadmConfig is in use by its MachinePool: refused, the topology label exempting no one
 // (README); the MachineDeployment's template copy: refused, naming the ClusterClass's template
-// as what to change (rule 8); the class's own template: admitted with the warning that every
-// Cluster of the class takes it up (rule 8), a server-side dry run here, so nothing changes.
+// as what to change (rule 8); the class's own template: admitted with the warning that the
+// class's MachineDeployments roll and its MachinePools do not (rule 8), a server-side dry run here, so nothing changes.
 func (c *testCluster) topologyPersonEdits(t *testing.T) {
 	since := time.Now()
 	ns := framework.TopologyNamespace
@@ -356,11 +356,18 @@ func (c *testCluster) topologyPersonEdits(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf("admission webhook %q denied the request", c.WebhookName()),
 		"spec.files[0].content: Forbidden: changed",
-		fmt.Sprintf("in use by MachinePool %s/%s", ns, o.pool.GetName()),
+		fmt.Sprintf("in use by MachinePool %s/%s, which its Cluster's topology manages", ns, o.pool.GetName()),
+		"Change the ClusterClass's bootstrap template instead",
+		"add a new MachinePool topology to the Cluster and remove the old one",
+		"Rotating configRef by hand stops the topology controller for the whole Cluster",
 	} {
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("kubectl's stderr for the config lacks %q:\n%s", want, r.Stderr)
 		}
+	}
+	// Not the rotation it tells for a pool of the person's own: topologyPoolRotation shows why.
+	if m := suggestedName.FindStringSubmatch(r.Stderr); m != nil {
+		t.Errorf("the refusal for the topology pool's config suggests a rotation to %q:\n%s", m[1], r.Stderr)
 	}
 
 	r = c.Person.Run(t, "patch", "kubeadmconfigtemplate", o.template.GetName(), "-n", ns, "--type", "merge", "-p", `{"spec":{"template":{"spec":{"files":`+files+`}}}}`)
@@ -384,7 +391,7 @@ func (c *testCluster) topologyPersonEdits(t *testing.T) {
 	if r.Err != nil {
 		t.Errorf("the person's edit of the class's template %s was refused: %v\n%s", classTemplate, r.Err, r.Stderr)
 	}
-	if want := fmt.Sprintf("Warning: ClusterClass %s uses this template: every Cluster of it rolls its Machines at the next reconcile", topologyClass); !strings.Contains(r.Stderr, want) {
+	if want := fmt.Sprintf("Warning: ClusterClass %s uses this template: MachineDeployments roll at the next reconcile, MachinePools do not", topologyClass); !strings.Contains(r.Stderr, want) {
 		t.Errorf("kubectl's stderr for the class's template lacks %q:\n%s", want, r.Stderr)
 	}
 
@@ -415,19 +422,20 @@ func (c *testCluster) namesIn(t *testing.T, gvk schema.GroupVersionKind, namespa
 	return names
 }
 
-// topologyPoolRotation: the person does to the topology pool what the policy's refusal of
-// their edit names: a new KubeadmConfig under the suggested name, the pool's configRef pointed
-// at it. The policy admits both (rule 1), and CAPI rolls the new config out (the pool's
+// topologyPoolRotation: the person does to the topology pool what the policy's refusal tells
+// for a pool of their own, and warns against here: a new KubeadmConfig, the pool's configRef
+// pointed at it. The policy admits both (rule 1), and CAPI rolls the new config out (the pool's
 // dataSecretName moves to it); but the topology controller refuses to reconcile the Cluster
 // while its pool names a config it did not make (CAPI's current state: "... is not topology
-// owned"), until the person points the pool back.
+// owned"), until the person points the pool back. This is what the refusal's "stops the
+// topology controller" rests on.
 func (c *testCluster) topologyPoolRotation(t *testing.T) {
 	since := time.Now()
 	ns := framework.TopologyNamespace
 	o := c.topologyObjects(t)
 	current := o.config.GetName()
 
-	// The person's edit, refused, names the rotation.
+	// The person's edit, refused, warns against the rotation; the person does it anyway.
 	mine := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"files":             []any{map[string]any{"path": "/etc/sysctl.d/90-fleet.conf", "content": "vm.max_map_count = 2097152\n"}},
 		"joinConfiguration": map[string]any{"nodeRegistration": map[string]any{"kubeletExtraArgs": []any{map[string]any{"name": "max-pods", "value": "110"}}}},
@@ -437,11 +445,10 @@ func (c *testCluster) topologyPoolRotation(t *testing.T) {
 	mine.SetName(current)
 	framework.Must(t, os.WriteFile(c.Artifacts.Path("topology-config-edited.yaml"), framework.ToYAML(t, []*unstructured.Unstructured{mine}), 0o644))
 	r := c.Person.Run(t, "apply", "--server-side", "--force-conflicts", "-f", "topology-config-edited.yaml")
-	m := suggestedName.FindStringSubmatch(r.Stderr)
-	if r.Err == nil || m == nil {
-		t.Fatalf("the edit of %s was not refused with a rotation: %v\n%s", current, r.Err, r.Stderr)
+	if r.Err == nil || !strings.Contains(r.Stderr, "Rotating configRef by hand stops the topology controller") {
+		t.Fatalf("the edit of %s was not refused with the topology's remediation: %v\n%s", current, r.Err, r.Stderr)
 	}
-	name := m[1]
+	name := current + "-mine"
 	mine.SetName(name)
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(name+".yaml"), framework.ToYAML(t, []*unstructured.Unstructured{mine}), 0o644))
 	c.AdmittedWithoutWarning(t, "create", "-f", name+".yaml")

@@ -312,8 +312,9 @@ scenario("kubeadmconfig-v1beta2-topology-controller-patch",
          request("UPDATE", edited(topo, edit_in_place), topo, user=sa(CAPI_MANAGER)),
          {"allowed": True, "warnings": 0, "auditAnnotationsContain": {CONTROLLER_WRITE: "would have rejected: [spec.files[0].content: Forbidden: changed"}})
 scenario("kubeadmconfig-v1beta2-topology-label-other-user",
-         "anyone else editing a topology-owned config: the label changes nothing, rejected",
-         request("UPDATE", edited(topo, edit_in_place), topo), {"allowed": False, "messageContains": ["[spec.files[0].content: Forbidden: changed"]})
+         "anyone else editing a topology-owned config: the label changes nothing, rejected; the remediation is the ClusterClass's template, not a rotation (which stops the topology controller, as the cluster test saw)",
+         request("UPDATE", edited(topo, edit_in_place), topo),
+         {"allowed": False, "messageContains": ["[spec.files[0].content: Forbidden: changed", "which its Cluster's topology manages", "Change the ClusterClass's bootstrap template instead", "add a new MachinePool topology"]})
 scenario("kubeadmconfig-v1beta2-borrow-topology-label",
          "adding the topology label in the same edit buys nothing: judged on the stored object, rejected",
          request("UPDATE", edited(old, lambda o: (edit_in_place(o), o["metadata"]["labels"].update({"topology.cluster.x-k8s.io/owned": ""}))), old),
@@ -544,7 +545,7 @@ cc = kubeadm_template("v1beta2", owners=[{"apiVersion": "cluster.x-k8s.io/v1beta
 scenario("kubeadmconfigtemplate-clusterclass-owned-edit",
          "a template a ClusterClass owns is edited on purpose: allowed, with a warning that every Cluster of the class rolls",
          request("UPDATE", edited(cc, edit_template), cc),
-         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: every Cluster of it rolls its Machines at the next reconcile"]})
+         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: MachineDeployments roll at the next reconcile, MachinePools do not"]})
 topo_copy = kubeadm_template("v1beta2", labels={"topology.cluster.x-k8s.io/owned": ""})
 scenario("kubeadmconfigtemplate-topology-copy-edit",
          "a Cluster's topology-owned copy edited by a user is rejected: the topology controller owns it",

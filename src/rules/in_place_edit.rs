@@ -182,9 +182,20 @@ pub fn change_violations(changes: &[Change]) -> Vec<Violation> {
     violations
 }
 
+/// The remediation for a config a Cluster's topology made (label
+/// `topology.cluster.x-k8s.io/owned` on the stored object): not a rotation, which stops the
+/// topology controller for the whole Cluster (it refuses a pool naming a config it did not
+/// make), but the ClusterClass's template, and a new pool to roll it out (docs/clusterclass.md).
+pub const TOPOLOGY_REMEDIATION: &str = "Change the ClusterClass's bootstrap template instead: \
+     the topology controller then patches this config in place, which is not rolled out either \
+     (cluster-api #10496); to roll a change out, add a new MachinePool topology to the Cluster \
+     and remove the old one. Rotating configRef by hand stops the topology controller for the \
+     whole Cluster";
+
 /// Rule 2 on an UPDATE of a config in use by `owners`, given its compared `changes`
 /// ([`compared_changes`]). `rules` are the kind's non-compared fields
-/// (`Settings::field_rules`), built once per request; they name the suggested rotation.
+/// (`Settings::field_rules`), built once per request; they name the suggested rotation, unless
+/// the config is `topology_owned`: then [`TOPOLOGY_REMEDIATION`], and no name.
 pub fn check(
     settings: &Settings,
     subject: &Subject,
@@ -192,6 +203,7 @@ pub fn check(
     rules: &FieldRules,
     changes: &[Change],
     new_spec: Option<&Node>,
+    topology_owned: bool,
 ) -> Option<Finding> {
     if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Allow {
         return None;
@@ -199,12 +211,27 @@ pub fn check(
     let violations = change_violations(changes);
     let pools = pools(subject, owners);
     let first = violations[0].field.clone();
-    let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
     let others = if changes.len() > 1 {
         format!(" (+{} more)", changes.len() - 1)
     } else {
         String::new()
     };
+    if topology_owned {
+        return Some(Finding {
+            action: settings.in_place_edits,
+            violations,
+            explanation: format!(
+                "The config is in use by {pools}, which its Cluster's topology manages (label \
+                 topology.cluster.x-k8s.io/owned), and CAPI does not roll in-place bootstrap \
+                 edits out to existing instances (cluster-api #8858). {TOPOLOGY_REMEDIATION}"
+            ),
+            warning: format!(
+                "{first}{others} edited in place: not rolled out to {pools}; change the ClusterClass"
+            ),
+            suggested_name: None,
+        });
+    }
+    let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
     Some(Finding {
         action: settings.in_place_edits,
         violations,
@@ -480,7 +507,15 @@ mod tests {
     ) -> Option<Finding> {
         let (old, new) = (old.map(Node::from_value), new.map(Node::from_value));
         let changes = compared_changes(subject, rules, old.as_ref(), new.as_ref());
-        check(settings, subject, owners, rules, &changes, new.as_ref())
+        check(
+            settings,
+            subject,
+            owners,
+            rules,
+            &changes,
+            new.as_ref(),
+            false,
+        )
     }
 
     fn subject(kind: &str, name: &str) -> Subject {
@@ -534,6 +569,57 @@ mod tests {
             "create a new {kind} {name:?} in namespace default with the desired spec, then set \
              spec.template.spec.bootstrap.configRef.name of MachinePool default/worker-a to {name:?}"
         )), "{}", finding.explanation);
+    }
+
+    /// A topology's config: the remediation is the ClusterClass, never a rotation (a pool
+    /// pointed at a config of a person's stops the topology controller, seen in the cluster
+    /// test), and no name is suggested; the verdict and the paths are rule 2's.
+    #[rstest]
+    #[case::reject(Action::Reject, "spec.files[0].content edited in place: not rolled out to MachinePool default/worker-a; change the ClusterClass")]
+    #[case::warn(Action::Warn, "spec.files[0].content edited in place: not rolled out to MachinePool default/worker-a; change the ClusterClass")]
+    fn a_topology_config_edit_names_the_cluster_class(
+        #[case] action: Action,
+        #[case] warning: &str,
+    ) {
+        let settings = Settings {
+            in_place_edits: action,
+            ..Settings::default()
+        };
+        let rules = settings.field_rules("KubeadmConfig");
+        let (old, new) = (
+            json!({"files": [{"path": "/etc/a", "content": "one"}]}),
+            json!({"files": [{"path": "/etc/a", "content": "two"}]}),
+        );
+        let (old, new) = (Node::from_value(&old), Node::from_value(&new));
+        let subject = subject("KubeadmConfig", "c2-pool-0-x7k2p");
+        let changes = compared_changes(&subject, &rules, Some(&old), Some(&new));
+        let finding = check(
+            &settings,
+            &subject,
+            &owner(),
+            &rules,
+            &changes,
+            Some(&new),
+            true,
+        )
+        .unwrap();
+        assert_eq!(finding.action, action);
+        assert_eq!(
+            finding.violations,
+            vec![Violation::new(
+                "spec.files[0].content",
+                "Forbidden: changed"
+            )]
+        );
+        assert_eq!(finding.suggested_name, None);
+        assert!(
+            finding.explanation.ends_with(TOPOLOGY_REMEDIATION)
+                && !finding.explanation.contains("configRef.name of"),
+            "{}",
+            finding.explanation
+        );
+        assert_eq!(finding.warning, warning);
+        assert!(finding.warning.len() <= 120);
     }
 
     #[test]

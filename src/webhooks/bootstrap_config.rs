@@ -24,6 +24,7 @@ use crate::reader::node::Node;
 use crate::reader::object::Object;
 use crate::reader::request::{Operation, Request};
 use crate::rules::contract::check_config_status;
+use crate::rules::controller_writes::is_topology_owned;
 use crate::rules::delete_and_move::{
     check_delete, check_owned_delete, check_recreate, config_owners, is_moved_or_restored,
 };
@@ -154,7 +155,13 @@ pub fn judge(
                     // every other controllerUsers write are judged too, and then allowed with
                     // the changed paths in the audit log (rule 3, controller_writes::by_controller).
                     findings.extend(in_place_edit::check(
-                        settings, subject, &in_use, &rules, &changes, new_spec,
+                        settings,
+                        subject,
+                        &in_use,
+                        &rules,
+                        &changes,
+                        new_spec,
+                        is_topology_owned(request.old_object),
                     ));
                 }
             }

@@ -113,8 +113,11 @@ impl fmt::Display for PlanError {
             PlanError::Topology { consumer, cluster } => write!(
                 f,
                 "{consumer} is managed by Cluster {cluster}'s topology (label {TOPOLOGY_OWNED_LABEL}): \
-                 change the ClusterClass's bootstrap template instead; the topology controller \
-                 rotates its configs itself (cluster-api #10496)"
+                 change the ClusterClass's bootstrap template instead. The topology controller \
+                 then rotates a MachineDeployment's template and patches a MachinePool's config \
+                 in place, which rolls nothing out (cluster-api #10496): roll a pool out by adding \
+                 a new MachinePool topology. A configRef rotated by hand stops the topology \
+                 controller for the whole Cluster"
             ),
             PlanError::NoConfigRef { consumer } => write!(
                 f,
