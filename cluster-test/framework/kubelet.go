@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 )
 
 // Node stands in for a kubelet and the scheduler, for Kubewarden's Pods only: no container
@@ -166,10 +167,32 @@ func (n *Node) register(t *testing.T) {
 		}},
 		Spec: corev1.NodeSpec{PodCIDR: n.network.String(), PodCIDRs: []string{n.network.String()}},
 	}
-	created, err := n.cp.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	_, err := n.cp.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	Must(t, err)
+	// kube-controller-manager's node controllers write the new Node too (taints, the lifecycle
+	// controller's view): a 409 here is theirs, retried on the Node as it now is.
+	Must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := n.cp.Clientset.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.setReady(current)
+		_, err = n.cp.Clientset.CoreV1().Nodes().UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		return err
+	}))
+	_, err = n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(n.name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
+		},
+	}, metav1.CreateOptions{})
+	Must(t, err)
+}
+
+// setReady writes the stand-in's status into node: Ready, its addresses and capacity.
+func (n *Node) setReady(node *corev1.Node) {
 	now := metav1.Now()
-	created.Status = corev1.NodeStatus{
+	node.Status = corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "the cluster test's kubelet stand-in", LastHeartbeatTime: now, LastTransitionTime: now,
@@ -178,16 +201,7 @@ func (n *Node) register(t *testing.T) {
 		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.34.3"},
 	}
-	created.Status.Allocatable = created.Status.Capacity
-	_, err = n.cp.Clientset.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	Must(t, err)
-	_, err = n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(n.name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
-		},
-	}, metav1.CreateOptions{})
-	Must(t, err)
+	node.Status.Allocatable = node.Status.Capacity
 }
 
 // run is the node's loop: the Lease renewed every 10 s, the Pods synced every 250 ms.
