@@ -1300,3 +1300,70 @@ fn context_aware_resources_are_what_the_lookups_ask_for() {
         json!(expected)
     );
 }
+
+/// The README's word on `kwctl scaffold manifest`: what it writes from the annotated module
+/// differs from policy.yaml in its name and in exactly the fields the README lists (the module
+/// and the settings aside: its `{}` are the defaults policy.yaml spells out; an absent
+/// `backgroundAudit` is Kubewarden's default, true). With KWCTL and ANNOTATED_POLICY (as
+/// `.ci/run` gives them); without kwctl there is no scaffold to compare.
+#[test]
+fn kwctl_scaffold_manifest_differs_from_policy_yaml_as_the_readme_says() {
+    let (Some(kwctl), Some(module)) = (
+        std::env::var_os("KWCTL").filter(|k| !k.is_empty()),
+        std::env::var_os("ANNOTATED_POLICY").filter(|m| !m.is_empty()),
+    ) else {
+        eprintln!("KWCTL or ANNOTATED_POLICY not set: kwctl scaffold manifest not compared");
+        return;
+    };
+    let module = PathBuf::from(module);
+    let output = std::process::Command::new(kwctl)
+        .args(["scaffold", "manifest", "--type", "ClusterAdmissionPolicy"])
+        .arg(format!("file://{}", module.display()))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let scaffold: Value = yaml_serde::from_slice(&output.stdout).unwrap();
+    let policy = yaml("policy.yaml");
+    let (theirs, ours) = (&scaffold["spec"], &policy["spec"]);
+    let keys: BTreeSet<&str> = [theirs, ours]
+        .iter()
+        .filter_map(|spec| spec.as_object())
+        .flat_map(|o| o.keys().map(String::as_str))
+        .collect();
+    let differs: Vec<&str> = keys
+        .into_iter()
+        .filter(|k| !["module", "settings"].contains(k))
+        .filter(|k| {
+            let default = if *k == "backgroundAudit" {
+                json!(true)
+            } else {
+                Value::Null
+            };
+            theirs.get(*k).cloned().unwrap_or(default) != ours[*k]
+        })
+        .collect();
+    assert_eq!(
+        differs,
+        [
+            "contextAwareResources",
+            "failurePolicy",
+            "matchConditions",
+            "mode",
+            "timeoutSeconds"
+        ],
+        "the README's Install section lists what kwctl scaffold manifest lacks: fix it"
+    );
+    assert_eq!(
+        scaffold["metadata"]["name"],
+        "capi-bootstrap-rollout-policy"
+    );
+    assert_ne!(scaffold["metadata"]["name"], policy["metadata"]["name"]);
+    assert!(read("README.md").contains(
+        "`capi-bootstrap-rollout-policy` and lacks policy.yaml's `failurePolicy: Ignore`, `timeoutSeconds`,\n\
+         `matchConditions`, `mode: monitor` and `contextAwareResources`"
+    ));
+}
