@@ -82,6 +82,20 @@ func TestBuildStepsOnAnEmptyModuleCache(t *testing.T) {
 				"rke2-bootstrap-manager": "github.com/rancher/cluster-api-provider-rke2/bootstrap",
 			},
 		},
+		{
+			name:   "k3s v0.4",
+			script: []string{"capi/build.sh", "k3s-v0.4"},
+			want: map[string]string{
+				"k3s-bootstrap-manager": "github.com/k3s-io/cluster-api-k3s/bootstrap",
+			},
+		},
+		{
+			name:   "Talos CABPT v0.6",
+			script: []string{"capi/build.sh", "talos-v0.6"},
+			want: map[string]string{
+				"cabpt-manager": "github.com/siderolabs/cluster-api-bootstrap-provider-talos",
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
