@@ -34,7 +34,7 @@ func (c *testCluster) rolloutCheckIn(t *testing.T, namespace, kubeconfig string,
 	all = append(all, "--kubeconfig", kubeconfig, "--kubectl", c.Person.Bin, "-n", namespace)
 	cmd := exec.Command(framework.RolloutCheckBinary(t), all...)
 	cmd.Dir = c.Artifacts.Dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(append(os.Environ(), framework.KubectlCacheEnv(kubeconfig)), env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

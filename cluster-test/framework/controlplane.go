@@ -250,6 +250,14 @@ type Kubectl struct {
 	Dir string
 }
 
+// KubectlCacheEnv gives kubectl a discovery cache of the kubeconfig's own (KUBECACHEDIR). The
+// default, ~/.kube/cache/discovery/<host_port>, is shared by every cluster the tests start, and
+// one on a port an earlier cluster used (each run is a network namespace of its own) read that
+// cluster's API versions: a CAPI v1.10 cluster's KubeadmConfig asked for as v1beta2, a 404.
+func KubectlCacheEnv(kubeconfig string) string {
+	return "KUBECACHEDIR=" + kubeconfig + ".kubectl-cache"
+}
+
 type KubectlResult struct {
 	Stdout, Stderr string
 	Err            error
@@ -259,6 +267,7 @@ func (k Kubectl) Run(t *testing.T, args ...string) KubectlResult {
 	t.Helper()
 	cmd := exec.Command(k.Bin, append([]string{"--kubeconfig", k.Kubeconfig}, args...)...)
 	cmd.Dir = k.Dir
+	cmd.Env = append(os.Environ(), KubectlCacheEnv(k.Kubeconfig))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
