@@ -216,33 +216,27 @@ pub fn check(
     } else {
         String::new()
     };
-    if topology_owned {
-        return Some(Finding {
-            action: settings.in_place_edits,
-            violations,
-            explanation: format!(
-                "The config is in use by {pools}, which its Cluster's topology manages (label \
-                 topology.cluster.x-k8s.io/owned), and CAPI does not roll in-place bootstrap \
-                 edits out to existing instances (cluster-api #8858). {TOPOLOGY_REMEDIATION}"
-            ),
-            warning: format!(
-                "{first}{others} edited in place: not rolled out to {pools}; change the ClusterClass"
-            ),
-            suggested_name: None,
-        });
-    }
-    let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
+    // The same refusal either way; what to do instead is the topology's or a rotation.
+    let (manager, remediation, instead, suggested_name) = if topology_owned {
+        (
+            ", which its Cluster's topology manages (label topology.cluster.x-k8s.io/owned)",
+            TOPOLOGY_REMEDIATION.to_string(),
+            "change the ClusterClass",
+            None,
+        )
+    } else {
+        let (remediation, name) = rotation_remediation(subject, owners, new_spec, rules);
+        ("", remediation, "rotate configRef", Some(name))
+    };
     Some(Finding {
         action: settings.in_place_edits,
         violations,
         explanation: format!(
-            "The config is in use by {pools}, and CAPI does not roll in-place bootstrap edits out \
-             to existing instances (cluster-api #8858). {remediation}"
+            "The config is in use by {pools}{manager}, and CAPI does not roll in-place bootstrap \
+             edits out to existing instances (cluster-api #8858). {remediation}"
         ),
-        warning: format!(
-            "{first}{others} edited in place: not rolled out to {pools}; rotate configRef"
-        ),
-        suggested_name: Some(name),
+        warning: format!("{first}{others} edited in place: not rolled out to {pools}; {instead}"),
+        suggested_name,
     })
 }
 
