@@ -147,11 +147,7 @@ func (c *testCluster) topologyBringUp(t *testing.T) {
 			t.Errorf("the audit log shows no write of the topology controller to %s", resource)
 		}
 	}
-	c.CheckPersonAdmitted(t, since)
-	c.CheckControllersAdmitted(t, since)
-	c.CheckControllersJudged(t, true)
-	c.CheckNoWarningsTo(t, c.CAPILog)
-	c.CheckNoWarningsTo(t, c.CABPKLog)
+	c.checkAdmittedUnwarned(t, since)
 	if open := framework.FailedOpen(c.EventsSince(t, since), c.WebhookName()); len(open) > 0 {
 		t.Errorf("%d requests were admitted without the policy's answer: first %s", len(open), open[0])
 	}
@@ -330,11 +326,7 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	if !deleted {
 		t.Errorf("the audit log shows no admitted DELETE of KubeadmConfigTemplate %s", oldTemplate)
 	}
-	c.CheckPersonAdmitted(t, since)
-	c.CheckControllersAdmitted(t, since)
-	c.CheckControllersJudged(t, true)
-	c.CheckNoWarningsTo(t, c.CAPILog)
-	c.CheckNoWarningsTo(t, c.CABPKLog)
+	c.checkAdmittedUnwarned(t, since)
 }
 
 // topologyPersonEdits: a person's kubectl edits of what the topology controller owns. The
@@ -557,4 +549,16 @@ func (c *testCluster) topologyPoolReplacement(t *testing.T) {
 	c.CheckControllersAdmitted(t, since)
 	c.CheckControllersJudged(t, true)
 	c.CheckNoWarningsTo(t, c.CAPILog)
+}
+
+// checkAdmittedUnwarned: since then, every write of the person and of CAPI's controllers was
+// admitted, the controllers' judged by the policy, and neither CAPI's manager nor CABPK got a
+// warning of the policy.
+func (c *testCluster) checkAdmittedUnwarned(t *testing.T, since time.Time) {
+	t.Helper()
+	c.CheckPersonAdmitted(t, since)
+	c.CheckControllersAdmitted(t, since)
+	c.CheckControllersJudged(t, true)
+	c.CheckNoWarningsTo(t, c.CAPILog)
+	c.CheckNoWarningsTo(t, c.CABPKLog)
 }
