@@ -11,6 +11,7 @@ mod check;
 mod lookups;
 mod manifests;
 mod report;
+mod roll;
 mod rotate;
 mod settings_check;
 
