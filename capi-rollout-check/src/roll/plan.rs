@@ -69,9 +69,7 @@ pub enum MaxUnavailable {
 impl MaxUnavailable {
     /// Reads an int-or-string: `2`, `"2"` or `"25%"`; absent: 1.
     pub fn parse(value: Option<&Value>) -> Result<MaxUnavailable, String> {
-        let bad = |v: &Value| {
-            format!("maxUnavailable {v}: not a count or a percent (1, \"25%\")")
-        };
+        let bad = |v: &Value| format!("maxUnavailable {v}: not a count or a percent (1, \"25%\")");
         match value {
             None | Some(Value::Null) => Ok(MaxUnavailable::Count(1)),
             Some(v @ Value::Number(n)) => n
@@ -153,9 +151,7 @@ pub fn stale<'a>(instances: &'a [Instance], secret_created: &str) -> Vec<&'a Ins
         .iter()
         .filter(|i| !i.deleting && i.stale(secret_created))
         .collect();
-    stale.sort_by(|a, b| {
-        (a.ready, &a.created, &a.name).cmp(&(b.ready, &b.created, &b.name))
-    });
+    stale.sort_by(|a, b| (a.ready, &a.created, &a.name).cmp(&(b.ready, &b.created, &b.name)));
     stale
 }
 
@@ -307,7 +303,10 @@ mod tests {
     #[case::too_many_percent(Some(json!("150%")), Err("maxUnavailable \"150%\": not a count or a percent (1, \"25%\")"))]
     #[case::words(Some(json!("half")), Err("maxUnavailable \"half\": not a count or a percent (1, \"25%\")"))]
     #[case::fraction(Some(json!(1.5)), Err("maxUnavailable 1.5: not a count or a percent (1, \"25%\")"))]
-    fn max_unavailable(#[case] value: Option<Value>, #[case] expected: Result<MaxUnavailable, &str>) {
+    fn max_unavailable(
+        #[case] value: Option<Value>,
+        #[case] expected: Result<MaxUnavailable, &str>,
+    ) {
         assert_eq!(
             MaxUnavailable::parse(value.as_ref()),
             expected.map_err(str::to_string)
@@ -360,6 +359,9 @@ mod tests {
     #[case::deleting(json!({"metadata": {"name": "m", "creationTimestamp": "t", "deletionTimestamp": "u"}, "status": {"nodeRef": {"name": "n"}, "conditions": [{"type": "Ready", "status": "True"}]}}), false, true)]
     fn machines(#[case] machine: Value, #[case] ready: bool, #[case] deleting: bool) {
         let i = Instance::of(&machine);
-        assert_eq!((i.ready, i.deleting, i.name.as_str()), (ready, deleting, "m"));
+        assert_eq!(
+            (i.ready, i.deleting, i.name.as_str()),
+            (ready, deleting, "m")
+        );
     }
 }
