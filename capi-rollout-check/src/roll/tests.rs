@@ -320,3 +320,26 @@ fn other_infrastructures(
     assert_eq!(rolled.exit_code(), code);
     assert!(deletes(&fake).is_empty());
 }
+
+#[test]
+fn a_docker_machine_pool_has_no_max_unavailable() {
+    let fake = fleet(3, json!(null), "m-a:10:R m-b:11:R m-c:12:R");
+    fake.put(POOLS, pool("DockerMachinePool", 3));
+    fake.put(
+        "dockermachinepools.infrastructure.cluster.x-k8s.io",
+        infra(
+            "DockerMachinePool",
+            json!({"template": {"customImage": "kindest/node:v1.34.0"}}),
+        ),
+    );
+    let (result, out) = run(&fake, &request(false, &|| false));
+    assert_eq!(result.unwrap(), Rolled::Replaced(3), "{out}");
+    assert!(
+        out.starts_with(&PLAN_3.replace(
+            "AzureMachinePool fleet/pool-1 (CAPZ)",
+            "DockerMachinePool fleet/pool-1 (CAPD)"
+        )),
+        "{out}"
+    );
+    assert_eq!(deletes(&fake), ["delete m-a", "delete m-b", "delete m-c"]);
+}
