@@ -15,6 +15,7 @@
 
 pub mod cluster;
 pub mod gitops;
+mod owned;
 pub mod plan;
 mod wait;
 
