@@ -297,7 +297,7 @@ fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
 #[case::target_missing(vec![config("workers-1", Some("workers"), "a")], true, "configRef target KubeadmConfig workers-2 does not exist yet: the MachinePool waits for it")]
 #[case::target_controlled_by_another_pool(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("batch"), "b")], false, "[spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig default/workers-2 is controlled by MachinePool default/batch]")]
 #[case::target_already_ours(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("workers"), "b")], true, "")]
-#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "workers-2 has the same content as workers-1: a rotation for nothing (an AWSMachinePool still refreshes every instance)")]
+#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "workers-2 has the same content as workers-1: a rotation for nothing")]
 fn rotation_targets(#[case] configs: Vec<Value>, #[case] allowed: bool, #[case] fragment: &str) {
     let cluster = FakeCluster {
         configs,

@@ -75,7 +75,7 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
     "  warning: configRef target KubeadmConfig workers-spot-f442e1ec does not exist yet: the MachinePool waits for it",
 ], &["REJECTED"])]
 #[case::rotation_same_content("same-content.yaml", &[], 0, &[
-    "  warning: workers-spot-f442e1ec has the same content as workers-spot-8d2f0a1c: a rotation for nothing (an AWSMachinePool still refreshes every instance)",
+    "  warning: workers-spot-f442e1ec has the same content as workers-spot-8d2f0a1c: a rotation for nothing",
 ], &["REJECTED"])]
 #[case::delete_referenced_config("delete-referenced.yaml", &[], 1, &[
     "REJECTED  DELETE KubeadmConfig team-payments/workers-ondemand-1a2b3c4d\n  at:      tests/fixtures/base/team-payments/workers-ondemand.json:1 (document 1)",

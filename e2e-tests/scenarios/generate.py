@@ -496,9 +496,9 @@ scenario("context-aware-rotation-to-controlled-config",
                                config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
 same = {"metadata": {"name": "workers-spot-4c1d9e2b"}, "spec": kubeadm_spec("v1beta2", token="")}
 scenario("context-aware-rotation-same-content",
-         "contextAware: rotating to a config with the same content (token aside) replaces every instance for nothing: warning",
+         "contextAware: rotating to a config with the same content (token aside) is a rotation for nothing: warning",
          request("UPDATE", rot_new, rot_old),
-         {"allowed": True, "warnings": 1, "warningsContain": ["workers-spot-4c1d9e2b has the same content as workers-spot-8d2f0a1c: a rotation for nothing (an AWSMachinePool still refreshes every instance)"]},
+         {"allowed": True, "warnings": 1, "warningsContain": ["workers-spot-4c1d9e2b has the same content as workers-spot-8d2f0a1c: a rotation for nothing"]},
          settings=CA, session=[config_exchange("workers-spot-4c1d9e2b", [same]),
                                config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
 
@@ -555,7 +555,7 @@ cc = kubeadm_template("v1beta2", owners=[{"apiVersion": "cluster.x-k8s.io/v1beta
 scenario("kubeadmconfigtemplate-clusterclass-owned-edit",
          "a template a ClusterClass owns is edited on purpose: allowed, with a warning that every Cluster of the class rolls",
          request("UPDATE", edited(cc, edit_template), cc),
-         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: MachineDeployments roll at the next reconcile, MachinePools get no rotation"]})
+         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated"]})
 topo_copy = kubeadm_template("v1beta2", labels={"topology.cluster.x-k8s.io/owned": ""})
 scenario("kubeadmconfigtemplate-topology-copy-edit",
          "a Cluster's topology-owned copy edited by a user is rejected: the topology controller owns it",

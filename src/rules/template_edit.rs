@@ -48,7 +48,7 @@ pub fn topology_copy_edited(
 /// An edit of a template ClusterClasses own: on purpose, said as a warning.
 pub fn class_template_edited(classes: &[String]) -> Finding {
     Finding::warning(format!(
-        "ClusterClass {} uses this template: MachineDeployments roll at the next reconcile, MachinePools get no rotation",
+        "ClusterClass {} uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated",
         classes.join(", ")
     ))
 }
@@ -211,7 +211,7 @@ mod tests {
         assert!(finding.violations.is_empty());
         assert_eq!(
             finding.warning,
-            format!("{start}: MachineDeployments roll at the next reconcile, MachinePools get no rotation")
+            format!("{start}: MachineDeployments roll at next reconcile, MachinePools not rotated")
         );
     }
 
