@@ -189,7 +189,7 @@ fn data_secret(cluster: &dyn Cluster, pool: &Value) -> Result<(String, String), 
 }
 
 /// `kubectl auth can-i` for every verb roll uses, before the first write.
-fn check_rbac(cluster: &dyn Cluster, namespace: &str) -> Result<(), RollError> {
+pub fn check_rbac(cluster: &dyn Cluster, namespace: &str) -> Result<(), RollError> {
     for (verb, resource) in [("list", MACHINES), ("get", SECRETS), ("delete", MACHINES)] {
         if !cluster.can_i(verb, resource, namespace)? {
             return Err(ClusterError::Forbidden {

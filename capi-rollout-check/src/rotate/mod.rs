@@ -68,7 +68,10 @@ impl fmt::Display for RotateError {
         match self {
             RotateError::Plan(e) => e.fmt(f),
             RotateError::Cluster(e) => e.fmt(f),
-            RotateError::Roll(e) => e.fmt(f),
+            RotateError::Roll(e) => write!(
+                f,
+                "the rotation is in place; replacing the instances stopped: {e}"
+            ),
             RotateError::Input(m) | RotateError::Object(m) | RotateError::Refused(m) => {
                 f.write_str(m)
             }
@@ -488,6 +491,13 @@ pub fn rotate(
         &plan,
         (&config_resource, &config_plural),
     )?;
+    if request.replace_instances && consumer_kind.kind == "MachinePool" {
+        // What roll will need, before the rotation writes anything.
+        crate::roll::check_rbac(cluster, &namespace).map_err(|e| match e {
+            crate::roll::RollError::Cluster(c) => RotateError::Cluster(c),
+            other => RotateError::Roll(other),
+        })?;
+    }
 
     let _ = writeln!(
         out,

@@ -525,3 +525,39 @@ fn replace_instances_rolls_after_the_rotation() {
     assert!(out.contains(&format!("MachinePool fleet/pool-1: done: 2 Machines replaced; every Machine was launched after data Secret {name}\nleft: ")), "{out}");
     assert_eq!(*fake.ready_after_delete.borrow(), [1, 1]);
 }
+
+#[test]
+fn replace_instances_checks_rbac_before_the_rotation() {
+    let fake = Fake {
+        denied: vec![("delete", crate::fake::MACHINES)],
+        ..fleet_on("AzureMachinePool", json!({}), &["m-a", "m-b"])
+    };
+    let mut request = request(
+        "machinepool/pool-1",
+        manifest("pool-1-a", "b\n"),
+        DryRun::None,
+    );
+    request.replace_instances = true;
+    let (result, _, _) = run(&fake, &request);
+    let e = result.unwrap_err();
+    assert_eq!(e.to_string(), "RBAC: you may not delete machines.cluster.x-k8s.io in namespace fleet; nothing was changed (kubectl auth can-i delete machines.cluster.x-k8s.io -n fleet: no)");
+    assert_eq!(e.exit_code(), EXIT_ERROR);
+    assert!(fake.writes.borrow().is_empty());
+}
+
+#[test]
+fn replace_instances_stopped_after_the_rotation() {
+    let fake = fleet_on("AzureMachinePool", json!({}), &["m-a", "m-b"]);
+    let mut request = request(
+        "machinepool/pool-1",
+        manifest("pool-1-a", "b\n"),
+        DryRun::None,
+    );
+    request.replace_instances = true;
+    // The provider launches no replacement: the first step times out.
+    let (result, out, _) = run(&fake, &request);
+    let e = result.unwrap_err();
+    assert!(e.to_string().starts_with("the rotation is in place; replacing the instances stopped: timed out after 5s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet"), "{e}\n{out}");
+    assert_eq!(e.exit_code(), 3);
+    assert_eq!(fake.writes.borrow().len(), 3, "{:?}", fake.writes.borrow());
+}
