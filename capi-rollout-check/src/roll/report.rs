@@ -89,6 +89,17 @@ pub fn after_rotation(
                 )
             };
             let _ = writeln!(out, "{named} replaces the existing instances: {what}{off}");
+            if kind == "AWSMachinePool" && infra.object.is_none() {
+                let _ = writeln!(
+                    out,
+                    "{}: cannot read it, so the instance refresh is not followed (kubectl get {} {} -n {})",
+                    infra.name(),
+                    infra.reference.resource(),
+                    infra.reference.name,
+                    infra.namespace
+                );
+                return After::Said;
+            }
             return if kind == "AWSMachinePool" {
                 After::Refresh(Box::new(infra))
             } else {
@@ -204,6 +215,13 @@ pub fn follow_refresh(
             .flatten()
     };
     let before = infra.object.as_ref().map(provider_ids).unwrap_or_default();
+    if before.is_empty() {
+        let _ = writeln!(
+            out,
+            "{name}: instance refresh: no instance listed in spec.providerIDList to replace"
+        );
+        return true;
+    }
     let (start, polls) = (
         Instant::now(),
         timeout.as_millis() / interval.as_millis().max(1),

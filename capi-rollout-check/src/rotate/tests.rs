@@ -561,3 +561,32 @@ fn replace_instances_stopped_after_the_rotation() {
     assert_eq!(e.exit_code(), 3);
     assert_eq!(fake.writes.borrow().len(), 3, "{:?}", fake.writes.borrow());
 }
+
+#[rstest]
+#[case::unreadable(Some(("get", "awsmachinepools.infrastructure.cluster.x-k8s.io")), json!({}),
+    "AWSMachinePool fleet/pool-1: cannot read it, so the instance refresh is not followed (kubectl get awsmachinepools.infrastructure.cluster.x-k8s.io pool-1 -n fleet)\n")]
+#[case::no_instances(None, json!({"providerIDList": []}),
+    "AWSMachinePool fleet/pool-1: instance refresh: no instance listed in spec.providerIDList to replace\n")]
+fn an_instance_refresh_not_followed(
+    #[case] denied: Option<(&'static str, &'static str)>,
+    #[case] spec: Value,
+    #[case] line: &str,
+) {
+    let fake = Fake {
+        denied: denied.into_iter().collect(),
+        ..fleet_on("AWSMachinePool", spec, &[])
+    };
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    assert!(
+        out.contains(&format!("into the pool\n{REFRESH}{line}left: ")),
+        "{out}"
+    );
+}
