@@ -56,6 +56,42 @@ fn keep_phrase(count: usize, why: Option<&str>) -> String {
     format!("{count} existing instance{s} {verb} the old bootstrap data; new instances take the new data{counted}")
 }
 
+/// The provider replaces the instances itself: what it does, and, for CAPA's AWSMachinePool,
+/// the instance refresh to follow.
+fn provider_replaces(
+    infra: PoolInfra,
+    disabled_by: Option<&'static str>,
+    out: &mut dyn Write,
+) -> After {
+    let named = infra.named();
+    let aws = infra.reference.kind == "AWSMachinePool";
+    let off = disabled_by.map_or(String::new(), |p| format!(" ({p}: true turns it off)"));
+    let what = if aws {
+        "an instance refresh of its Auto Scaling group".to_string()
+    } else {
+        format!(
+            "{} rolls them to the new data",
+            infra.record.map_or("", |r| r.provider)
+        )
+    };
+    let _ = writeln!(out, "{named} replaces the existing instances: {what}{off}");
+    if !aws {
+        return After::Said;
+    }
+    if infra.object.is_none() {
+        let _ = writeln!(
+            out,
+            "{}: cannot read it, so the instance refresh is not followed (kubectl get {} {} -n {})",
+            infra.name(),
+            infra.reference.resource(),
+            infra.reference.name,
+            infra.namespace
+        );
+        return After::Said;
+    }
+    After::Refresh(Box::new(infra))
+}
+
 /// Writes what the pool's infrastructure does with the new data Secret `secret`.
 /// `replacing`: rotate runs `roll` next, so the command to run is not printed.
 pub fn after_rotation(
@@ -76,36 +112,8 @@ pub fn after_rotation(
     };
     let named = infra.named();
     let route = infra.route();
-    let kind = infra.reference.kind.clone();
     let (qualifier, by_hand) = match &route {
-        Route::Provider { disabled_by } => {
-            let off = disabled_by.map_or(String::new(), |p| format!(" ({p}: true turns it off)"));
-            let what = if kind == "AWSMachinePool" {
-                "an instance refresh of its Auto Scaling group".to_string()
-            } else {
-                format!(
-                    "{} rolls them to the new data",
-                    infra.record.map_or("", |r| r.provider)
-                )
-            };
-            let _ = writeln!(out, "{named} replaces the existing instances: {what}{off}");
-            if kind == "AWSMachinePool" && infra.object.is_none() {
-                let _ = writeln!(
-                    out,
-                    "{}: cannot read it, so the instance refresh is not followed (kubectl get {} {} -n {})",
-                    infra.name(),
-                    infra.reference.resource(),
-                    infra.reference.name,
-                    infra.namespace
-                );
-                return After::Said;
-            }
-            return if kind == "AWSMachinePool" {
-                After::Refresh(Box::new(infra))
-            } else {
-                After::Said
-            };
-        }
+        Route::Provider { disabled_by } => return provider_replaces(infra, *disabled_by, out),
         Route::NotRead { unless: None } => {
             let _ = writeln!(
                 out,
