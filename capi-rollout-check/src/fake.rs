@@ -111,6 +111,34 @@ impl Fake {
     /// What the provider does between two looks at the Machines: a replacement launched at
     /// the last look becomes Ready; each Machine deleted since gets a replacement, not Ready yet.
     fn provider_acts(&self) {
+        // A Machine being deleted is gone at the third look (its replacement follows).
+        let leaving: Vec<(String, Value)> = self
+            .objects
+            .borrow()
+            .iter()
+            .filter(|(k, m)| k.0 == MACHINES && m.pointer("/metadata/deletionTimestamp").is_some())
+            .map(|(k, m)| (k.2.clone(), m.clone()))
+            .collect();
+        for (name, mut m) in leaving {
+            let seen = m
+                .pointer("/metadata/annotations/fake-looks")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if seen < 2 {
+                m["metadata"]["annotations"] = json!({"fake-looks": seen + 1});
+                self.put(MACHINES, m);
+                continue;
+            }
+            self.objects
+                .borrow_mut()
+                .remove(&(MACHINES.to_string(), "fleet".to_string(), name));
+            if self.scales_back {
+                let pool = m["metadata"]["labels"]["cluster.x-k8s.io/pool-name"]
+                    .as_str()
+                    .unwrap();
+                self.pending.borrow_mut().push(pool.to_string());
+            }
+        }
         let launched: Vec<(String, Value)> = self
             .objects
             .borrow()

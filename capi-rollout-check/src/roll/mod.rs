@@ -251,19 +251,22 @@ pub fn roll(
     );
     let _ = writeln!(out, "{key}: {replicas} replicas, {said}: {budget}");
     let stale = plan::stale(&machines, &created);
-    if stale.is_empty() {
+    let leaving = matches!(next(&machines, &created, budget), Next::Leaving(_));
+    if stale.is_empty() && !leaving {
         let _ = writeln!(
             out,
             "{key}: nothing to replace: every Machine was launched after data Secret {secret}"
         );
         return Ok(Rolled::NothingToDo);
     }
-    let _ = writeln!(
-        out,
-        "{key}: {} of {} Machines were launched before data Secret {secret}; in this order:",
-        stale.len(),
-        machines.len()
-    );
+    if !stale.is_empty() {
+        let _ = writeln!(
+            out,
+            "{key}: {} of {} Machines were launched before data Secret {secret}; in this order:",
+            stale.len(),
+            machines.len()
+        );
+    }
     for (i, m) in stale.iter().enumerate() {
         let state = if m.ready { "Ready" } else { "not Ready" };
         let _ = writeln!(
@@ -417,30 +420,36 @@ fn steps(
                 );
                 return Ok(Rolled::Replaced(deleted));
             }
+            Next::Leaving(n) => {
+                let _ = writeln!(
+                    out,
+                    "waiting: {n} Machine{} launched before data Secret {} still being deleted",
+                    plural(n as usize),
+                    target.secret
+                );
+                let why = format!(
+                    "timed out after {}s waiting for Machines being deleted",
+                    request.timeout.as_secs()
+                );
+                wait_until(cluster, request, target, deleted, why, |next| {
+                    !matches!(next, Next::Leaving(_))
+                })?;
+                continue;
+            }
             Next::Blocked { ready, needed } => {
                 let _ = writeln!(
                     out,
                     "waiting: {ready} of {} Machines Ready, {needed} needed before the next delete",
                     target.budget.replicas
                 );
-                let unblocked = wait(cluster, request, || {
-                    let machines = read()?;
-                    Ok(match next(&machines, created, target.budget) {
-                        Next::Blocked { .. } => None,
-                        _ => Some(()),
-                    })
-                })?;
                 let why = format!(
                     "timed out after {}s waiting for {needed} Ready Machines",
                     request.timeout.as_secs()
                 );
-                match unblocked {
-                    Waited::Found(()) => continue,
-                    Waited::TimedOut => return Err(stopped(target, deleted, why, false)),
-                    Waited::Interrupted => {
-                        return Err(stopped(target, deleted, "interrupted".into(), true))
-                    }
-                }
+                wait_until(cluster, request, target, deleted, why, |next| {
+                    !matches!(next, Next::Blocked { .. })
+                })?;
+                continue;
             }
             Next::Delete(batch) => batch,
         };
@@ -457,6 +466,26 @@ fn steps(
         await_replacements(
             cluster, request, target, &machines, &batch, step, deleted, out,
         )?;
+    }
+}
+
+/// Waits until the next step, recomputed from the cluster, is one `ready` accepts.
+fn wait_until(
+    cluster: &dyn Cluster,
+    request: &Request,
+    target: &Target,
+    deleted: usize,
+    why: String,
+    ready: impl Fn(&Next) -> bool,
+) -> Result<(), RollError> {
+    let waited = wait(cluster, request, || {
+        let machines = pool::instances(cluster, &target.namespace, &target.pool)?;
+        Ok(ready(&next(&machines, &target.created, target.budget)).then_some(()))
+    })?;
+    match waited {
+        Waited::Found(()) => Ok(()),
+        Waited::TimedOut => Err(stopped(target, deleted, why, false)),
+        Waited::Interrupted => Err(stopped(target, deleted, "interrupted".into(), true)),
     }
 }
 

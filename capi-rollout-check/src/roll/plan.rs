@@ -172,6 +172,9 @@ pub fn fresh_ready(instances: &[Instance], secret_created: &str) -> u32 {
 pub enum Next {
     /// No stale Machine is left.
     Done,
+    /// Only stale Machines already being deleted are left (by an earlier run, or someone
+    /// else): this many.
+    Leaving(u32),
     /// Delete these Machines now, in this order.
     Delete(Vec<String>),
     /// A stale Machine is left, but deleting it would take the pool below the floor.
@@ -183,7 +186,15 @@ pub enum Next {
 pub fn next(instances: &[Instance], secret_created: &str, budget: Budget) -> Next {
     let stale = stale(instances, secret_created);
     if stale.is_empty() {
-        return Next::Done;
+        let leaving = instances
+            .iter()
+            .filter(|i| i.deleting && i.stale(secret_created))
+            .count() as u32;
+        return if leaving == 0 {
+            Next::Done
+        } else {
+            Next::Leaving(leaving)
+        };
     }
     let ready = ready_count(instances);
     let mut may_lose = ready.saturating_sub(budget.floor);
@@ -259,6 +270,18 @@ mod tests {
     #[case::only_the_stale("a:10:R new:40:R b:11:R", 3, MaxUnavailable::Count(5), delete(&["a", "b"]))]
     #[case::not_ready_stale_goes_first("a:10:R b:11:N c:12:R", 3, MaxUnavailable::Count(1), delete(&["b"]))]
     #[case::nothing_to_do("a:31:R b:45:R", 2, MaxUnavailable::Count(1), Next::Done)]
+    #[case::the_last_one_still_leaving(
+        "a:10:D b:45:R",
+        2,
+        MaxUnavailable::Count(1),
+        Next::Leaving(1)
+    )]
+    #[case::a_fresh_one_leaving_is_not_waited_for(
+        "a:40:D b:45:R",
+        2,
+        MaxUnavailable::Count(1),
+        Next::Done
+    )]
     #[case::an_empty_pool("", 0, MaxUnavailable::Count(1), Next::Done)]
     #[case::launched_with_the_secret_is_fresh("a:30:R", 1, MaxUnavailable::Count(1), Next::Done)]
     #[case::a_machine_not_ready_blocks("a:10:R b:11:R new:40:N", 3, MaxUnavailable::Count(1), Next::Blocked { ready: 2, needed: 3 })]

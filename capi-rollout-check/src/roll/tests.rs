@@ -343,3 +343,23 @@ fn a_docker_machine_pool_has_no_max_unavailable() {
     );
     assert_eq!(deletes(&fake), ["delete m-a", "delete m-b", "delete m-c"]);
 }
+
+/// A re-run after an interruption that left the last stale Machine being deleted: it waits
+/// until that one is gone, and then for nothing else.
+#[test]
+fn the_last_stale_machine_still_being_deleted() {
+    let fake = fleet(2, json!(null), "");
+    let mut leaving = machine("pool-1", "m-a", "2026-12-06T02:10:00Z", true);
+    leaving["metadata"]["deletionTimestamp"] = json!("2026-12-06T03:05:00Z");
+    fake.put(MACHINES, leaving);
+    fake.put(
+        MACHINES,
+        machine("pool-1", "m-new", "2026-12-06T03:04:00Z", true),
+    );
+    let (result, out) = run(&fake, &request(false, &|| false));
+    assert_eq!(result.unwrap(), Rolled::Replaced(0), "{out}");
+    assert!(out.ends_with("MachinePool fleet/pool-1: 2 replicas, maxUnavailable 1: deletes up to 1 Machine at a time, never below 1 Ready\n\
+waiting: 1 Machine launched before data Secret pool-1-b still being deleted\n\
+MachinePool fleet/pool-1: done: 0 Machines replaced; every Machine was launched after data Secret pool-1-b\n"), "{out}");
+    assert!(deletes(&fake).is_empty());
+}
