@@ -229,7 +229,11 @@ fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn no_text_promises_a_roll_out_the_infrastructure_may_not_make() {
-    let mut files = vec![root().join("README.md"), root().join("metadata.yml")];
+    let mut files = vec![
+        root().join("README.md"),
+        root().join("metadata.yml"),
+        root().join("questions-ui.yml"),
+    ];
     files_under(&root().join("docs"), "md", &mut files);
     files_under(&root().join("src"), "rs", &mut files);
     files_under(&root().join("tools/playground/www"), "html", &mut files);
