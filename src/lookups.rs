@@ -334,7 +334,10 @@ fn read_consumer<'a>(r: &mut Reader<'a>) -> Read<Consumer<'a>> {
                 &mut template_spec,
                 read_template_spec,
             )?;
-            ((pool.config_ref, pool.data_secret_name), pool.infrastructure_ref) = template_spec;
+            (
+                (pool.config_ref, pool.data_secret_name),
+                pool.infrastructure_ref,
+            ) = template_spec;
             Ok(())
         } else {
             r.skip()

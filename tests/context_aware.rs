@@ -214,7 +214,10 @@ fn the_refusal_names_what_the_pools_infrastructure_does(
         )),
         "{message}"
     );
-    assert!(message.contains("docs/infrastructure.md). To rotate, create a new KubeadmConfig"), "{message}");
+    assert!(
+        message.contains("docs/infrastructure.md). To rotate, create a new KubeadmConfig"),
+        "{message}"
+    );
 }
 
 #[rstest]

@@ -25,6 +25,7 @@
 //! documents as there for "any validation webhook" to decide on
 //! (cmd/clusterctl/api/v1alpha3/annotations.go). The user running clusterctl is a person.
 
+use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
 use crate::capi::kinds::{
     group_of_api_version, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET,
 };
@@ -33,7 +34,6 @@ use crate::reader::object::Object;
 pub use crate::reader::object::DELETE_FOR_MOVE;
 use crate::reader::request::Requester;
 use crate::rules::controller_writes::is_controller;
-use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
 use crate::rules::in_place_edit::{pools, ONLY_A_ROTATION};
 use crate::rules::ownership::GARBAGE_COLLECTOR;
 use crate::settings::{Action, Settings};

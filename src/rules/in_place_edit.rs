@@ -19,13 +19,12 @@
 use crate::capi::conversion::{converted_from_another_version, served_version};
 use crate::capi::defaulters::as_defaulted;
 use crate::capi::field_rules::FieldRules;
-use crate::capi::infrastructure::{
-    infrastructure as infrastructure_record, Effect, INFRASTRUCTURE_DOCS,
-};
+use crate::capi::infrastructure::refusal_sentence;
+#[cfg(test)]
+use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
 use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
-use crate::capi::providers::{provider_of, Rendering};
 use crate::diff::{changes_at, is_unset, values_matching, Change};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::node::Node;
@@ -204,53 +203,9 @@ pub const TOPOLOGY_REMEDIATION: &str = "Change the ClusterClass's bootstrap temp
 pub const ONLY_A_ROTATION: &str =
     "CAPI takes a bootstrap change only from a configRef rotation (cluster-api #8858)";
 
-/// What happens to existing instances after a rotation when the pool's infrastructure is not
-/// known (no lookups, or a kind without a record).
-pub fn provider_decides() -> String {
-    format!(
-        "Whether existing instances are then replaced is the infrastructure provider's choice \
-         ({INFRASTRUCTURE_DOCS})."
-    )
-}
-
-/// What the pools' infrastructure does with the change, one sentence per distinct answer:
-/// `infrastructure` is `None` without lookups, else the group and kind of each pool's
-/// `spec.template.spec.infrastructureRef` (empty when it has none). An infrastructure that
-/// rolls every node on new content under the same data Secret (AWSManagedMachinePool with a
-/// launch template) is told that this edit would do so too, unrecorded, unless the bootstrap
-/// provider renders its data once (then the edit reaches no instance).
+/// What the pools' infrastructure does with the change ([`refusal_sentence`]).
 pub fn infrastructure_effect(config_kind: &str, infrastructure: Option<&[GroupKind]>) -> String {
-    let Some(kinds) = infrastructure else {
-        return provider_decides();
-    };
-    let renders_once = provider_of(config_kind).is_some_and(|p| p.rendering == Rendering::Once);
-    let mut sentences: Vec<String> = Vec::new();
-    for group_kind in kinds {
-        let sentence = match infrastructure_record(&group_kind.group, &group_kind.kind) {
-            None => provider_decides(),
-            Some(record) if record.on_content_change == Effect::ReplacesExisting && !renders_once => {
-                format!(
-                    "This edit would still reach the nodes, unrecorded: {}; a rotation rolls them \
-                     too, recorded in the pool ({INFRASTRUCTURE_DOCS}).",
-                    record.after_content_change()
-                )
-            }
-            Some(record) if record.on_rotation == Effect::NotRead => {
-                format!("{} ({INFRASTRUCTURE_DOCS}).", record.after_rotation())
-            }
-            Some(record) => format!(
-                "On a rotation, {} ({INFRASTRUCTURE_DOCS}).",
-                record.after_rotation()
-            ),
-        };
-        if !sentences.contains(&sentence) {
-            sentences.push(sentence);
-        }
-    }
-    if sentences.is_empty() {
-        return provider_decides();
-    }
-    sentences.join(" ")
+    refusal_sentence(config_kind, infrastructure)
 }
 
 /// Rule 2 on an UPDATE of a config in use by `owners`, given its compared `changes`

@@ -142,10 +142,15 @@ pub fn judge(
                 };
                 // With lookups, what each pool's infrastructure does with the change.
                 let infrastructure: Option<Vec<GroupKind>> = pools.as_ref().map(|pools| {
-                    referencing(pools, &subject.group_kind, &subject.namespace, &subject.name)
-                        .into_iter()
-                        .map(|(_, pool)| pool.infrastructure())
-                        .collect()
+                    referencing(
+                        pools,
+                        &subject.group_kind,
+                        &subject.namespace,
+                        &subject.name,
+                    )
+                    .into_iter()
+                    .map(|(_, pool)| pool.infrastructure())
+                    .collect()
                 });
                 if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
                     findings.extend(in_place_edit::check_rotated_out(subject, &changes));
