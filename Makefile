@@ -319,3 +319,11 @@ release:
 	.ci/release $(VERSION)
 	$(MAKE) artifacthub-pkg.yml VERSION=$(patsubst v%,%,$(VERSION))
 	@echo "next: git commit -am 'Release v$(patsubst v%,%,$(VERSION))' && git tag v$(patsubst v%,%,$(VERSION)) && git push origin HEAD v$(patsubst v%,%,$(VERSION))"
+
+# The kind lists the provider records (src/capi/providers.rs) make: the marked regions of
+# metadata.yml, policy.yaml, questions-ui.yml, docs/settings.md, docs/context-aware.md and the
+# README's lookup RBAC, and artifacthub-pkg.yml's annotations as kwctl writes them from the first
+# three (tests/generate/). Without UPDATE_GENERATED the same test fails when one differs.
+.PHONY: generate
+generate:
+	UPDATE_GENERATED=1 cargo test -p capi-bootstrap-rollout-policy --test providers generated
