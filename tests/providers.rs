@@ -478,3 +478,104 @@ fn the_generated_regions_are_what_the_records_make() {
         stale.join("\n")
     );
 }
+
+/// ARCHITECTURE.md's section `### {heading}`, up to the next heading.
+fn architecture_section(heading: &str) -> String {
+    let map = read("ARCHITECTURE.md");
+    let start = map
+        .find(&format!("\n### {heading}\n"))
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section `### {heading}`"));
+    let rest = &map[start + 1..];
+    let end = rest[4..].find("\n#").map_or(rest.len(), |e| e + 4);
+    rest[..end].to_string()
+}
+
+/// The files and folders a section names: its code spans and links that look like paths.
+fn named_paths(section: &str) -> BTreeMap<String, bool> {
+    let mut named = BTreeMap::new();
+    for (i, span) in section.split('`').enumerate() {
+        let looks_like_path = !span.contains(' ')
+            && (span.contains('/')
+                || [".rs", ".md", ".yml", ".yaml", ".py"]
+                    .iter()
+                    .any(|ext| span.ends_with(ext)));
+        if i % 2 == 1 && looks_like_path && !span.contains("://") {
+            named.insert(span.to_string(), root().join(span).exists());
+        }
+    }
+    named
+}
+
+/// What adding a bootstrap provider takes is what ARCHITECTURE.md's "To add a bootstrap
+/// provider" says. With one more record, a provider no file knows yet:
+/// - `make generate` (the generator run on the records and the fake) changes every file it
+///   writes, and ARCHITECTURE.md's list names each of them (step 2);
+/// - every check of tests/providers.rs that still fails on the generated files and the others,
+///   as they are in the checkout, names a file the list names: nothing a new provider needs in
+///   the files these checks read is missing from the list, and what the list leaves to a person
+///   is caught (docs/compared-fields.md and the README's count are);
+/// - every file or folder the list names exists.
+///
+/// It does not prove the steps no check reads (CRDs, scenarios, the prose of rule 8 and of the
+/// release matrix, the cluster test, CHANGELOG.md): the list names them, and the existence of
+/// what it names is checked.
+#[test]
+fn adding_a_provider_touches_what_architecture_md_lists() {
+    use capi_bootstrap_rollout_policy::capi::providers::{Defaulter, Rendering};
+    let list = architecture_section("To add a bootstrap provider");
+    let named = named_paths(&list);
+    let missing: Vec<&String> = named.iter().filter(|(_, e)| !**e).map(|(p, _)| p).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's \"To add a bootstrap provider\" names what does not exist: {missing:?}"
+    );
+    assert!(list.contains(&format!("`{}`", generate::COMMAND)));
+
+    let mut providers: Vec<Provider> = PROVIDERS.into_iter().collect();
+    providers.push(Provider {
+        clusterctl: "example",
+        config_kind: "ExampleConfig",
+        lookup_version: Some("v1alpha1"),
+        controller: "system:serviceaccount:example-bootstrap-system:example-bootstrap-manager",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        template_documented_edit: None,
+        defaulter: Defaulter::None,
+        rendering: Rendering::Once,
+    });
+    let before = generated_files();
+    let after = generate::regenerate_all(&before, &providers).unwrap_or_else(|e| panic!("{e}"));
+    for file in generate::FILES {
+        assert_ne!(
+            before[file], after[file],
+            "{file}: make generate wrote nothing for the new record"
+        );
+        assert!(
+            named.contains_key(file),
+            "{file} changes with a new record, and ARCHITECTURE.md's list does not name it"
+        );
+    }
+
+    let text = |file: &str| after.get(file).cloned().unwrap_or_else(|| read(file));
+    let problems = problems(&providers, &text);
+    let files: BTreeMap<&str, &str> = problems
+        .0
+        .iter()
+        .map(|(file, what)| (file.as_str(), what.as_str()))
+        .collect();
+    for (file, what) in &files {
+        assert!(
+            named.contains_key(*file),
+            "a new record needs {file}, which ARCHITECTURE.md's list does not name: {what}"
+        );
+    }
+    // Nothing else fails: the generated regions need no hand (the README's count of
+    // controllers is outside its generated RBAC block).
+    assert_eq!(
+        files.keys().copied().collect::<Vec<_>>(),
+        ["README.md", "docs/compared-fields.md"],
+        "what a new record leaves to write by hand: {problems:#?}",
+        problems = problems.0
+    );
+}
