@@ -9,6 +9,9 @@
 //! records are what docs/infrastructure.md's table shows (tests/infrastructure.rs holds it) and
 //! what the rules say about a pool whose `infrastructureRef` names one of these kinds.
 
+use crate::capi::kinds::GroupKind;
+use crate::capi::providers::{provider_of, Rendering};
+
 /// The group of every infrastructure MachinePool kind the policy knows.
 pub const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
@@ -514,6 +517,57 @@ impl Infrastructure {
             ),
         }
     }
+}
+
+/// What happens to existing instances after a rotation when the pool's infrastructure is not
+/// known (no lookups, or a kind without a record).
+pub fn provider_decides() -> String {
+    format!(
+        "Whether existing instances are then replaced is the infrastructure provider's choice \
+         ({INFRASTRUCTURE_DOCS})."
+    )
+}
+
+/// What the refusal of an in-place edit says of the pools' infrastructure, one sentence per
+/// distinct answer: `pools` is `None` without lookups, else the group and kind of each pool's
+/// `spec.template.spec.infrastructureRef` (empty when it has none). An infrastructure that
+/// rolls every node on new content under the same data Secret (AWSManagedMachinePool with a
+/// launch template) is told that this edit would do so too, unrecorded, unless the bootstrap
+/// provider renders its data once (then the edit reaches no instance).
+pub fn refusal_sentence(config_kind: &str, pools: Option<&[GroupKind]>) -> String {
+    let Some(kinds) = pools else {
+        return provider_decides();
+    };
+    let renders_once = provider_of(config_kind).is_some_and(|p| p.rendering == Rendering::Once);
+    let mut sentences: Vec<String> = Vec::new();
+    for group_kind in kinds {
+        let sentence = match infrastructure(&group_kind.group, &group_kind.kind) {
+            None => provider_decides(),
+            Some(record)
+                if record.on_content_change == Effect::ReplacesExisting && !renders_once =>
+            {
+                format!(
+                    "This edit would still reach the nodes, unrecorded: {}; a rotation rolls them \
+                     too, recorded in the pool ({INFRASTRUCTURE_DOCS}).",
+                    record.after_content_change()
+                )
+            }
+            Some(record) if record.on_rotation == Effect::NotRead => {
+                format!("{} ({INFRASTRUCTURE_DOCS}).", record.after_rotation())
+            }
+            Some(record) => format!(
+                "On a rotation, {} ({INFRASTRUCTURE_DOCS}).",
+                record.after_rotation()
+            ),
+        };
+        if !sentences.contains(&sentence) {
+            sentences.push(sentence);
+        }
+    }
+    if sentences.is_empty() {
+        return provider_decides();
+    }
+    sentences.join(" ")
 }
 
 #[cfg(test)]
