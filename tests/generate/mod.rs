@@ -9,8 +9,6 @@
 //! (CI compares the two), so its derived annotations are rewritten whole, as kwctl writes them
 //! from metadata.yml and questions-ui.yml.
 
-#![allow(dead_code)] // each test crate that includes this module uses a part of it
-
 use std::collections::BTreeMap;
 
 use capi_bootstrap_rollout_policy::capi::kinds::{
