@@ -1103,9 +1103,23 @@ fn fix_lines(
         if reissue {
             lines.push(format!("# once CAPI has copied the new dataSecretName into the pool ({}: existing instances keep their data):", report.infra_kind.as_deref().unwrap_or("the infrastructure")));
         }
-        lines.push(format!(
-            "capi-rollout-check roll machinepool/{name} -n {ns}{flags}"
-        ));
+        let machines = report.instances.source.as_deref() == Some("Machine")
+            || report
+                .infra
+                .as_ref()
+                .is_some_and(|i| i.instance_kind.is_some());
+        match report.infra.as_ref() {
+            Some(infra) if !machines => lines.push(format!(
+                "# {} makes no MachinePool Machines to replace: {}",
+                infra.kind,
+                infra.manual.unwrap_or("replace the instances from the provider's side")
+            )),
+            None => lines.push(format!(
+                "# {} is not in the infrastructure records: replace the instances launched before the data Secret as its provider allows",
+                report.infra_kind.as_deref().unwrap_or("the infrastructure")
+            )),
+            Some(_) => lines.push(format!("capi-rollout-check roll machinepool/{name} -n {ns}{flags}")),
+        }
     }
     lines
 }

@@ -5,42 +5,26 @@
 
 use serde_json::Value;
 
-/// When an in-place edit of a config reaches its data Secret.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Rendering {
-    /// At each bootstrap token rotation of a pool with nodeRefs and token discovery (CABPK).
-    AtTokenRotation,
-    /// Every reconcile, written when the bytes differ (EKSConfig, NodeadmConfig).
-    EveryReconcile,
-    /// Rendered once: an edit reaches no instance, not even new ones.
-    Once,
-}
+pub use capi_bootstrap_rollout_policy::capi::infrastructure::Effect;
+use capi_bootstrap_rollout_policy::capi::infrastructure::{
+    infrastructure, ReadsBootstrapData, Replacement,
+};
+use capi_bootstrap_rollout_policy::capi::providers::provider_of;
+pub use capi_bootstrap_rollout_policy::capi::providers::Rendering;
 
-impl Rendering {
-    pub fn name(self) -> &'static str {
-        match self {
-            Rendering::AtTokenRotation => "AtTokenRotation",
-            Rendering::EveryReconcile => "EveryReconcile",
-            Rendering::Once => "Once",
-        }
+pub fn rendering_name(rendering: Rendering) -> &'static str {
+    match rendering {
+        Rendering::AtTokenRotation => "AtTokenRotation",
+        Rendering::EveryReconcile => "EveryReconcile",
+        Rendering::Once => "Once",
     }
 }
 
-/// What new bootstrap data does to a pool's existing instances.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
-    ReplacesExisting,
-    NewInstancesOnly,
-    NotRead,
-}
-
-impl Effect {
-    pub fn name(self) -> &'static str {
-        match self {
-            Effect::ReplacesExisting => "ReplacesExisting",
-            Effect::NewInstancesOnly => "NewInstancesOnly",
-            Effect::NotRead => "NotRead",
-        }
+pub fn effect_name(effect: Effect) -> &'static str {
+    match effect {
+        Effect::ReplacesExisting => "ReplacesExisting",
+        Effect::NewInstancesOnly => "NewInstancesOnly",
+        Effect::NotRead => "NotRead",
     }
 }
 
@@ -69,114 +53,52 @@ pub struct Infra {
 }
 
 pub fn bootstrap(config_kind: &str) -> Option<Bootstrap> {
-    // TEMPORARY until the infra branch's Provider::rendering is merged.
-    let (provider, rendering) = match config_kind {
-        "KubeadmConfig" => ("kubeadm", Rendering::AtTokenRotation),
-        "EKSConfig" | "NodeadmConfig" => ("aws-eks", Rendering::EveryReconcile),
-        "RKE2Config" => ("rke2", Rendering::Once),
-        "K0sWorkerConfig" => ("k0sproject-k0smotron", Rendering::Once),
-        "KThreesConfig" => ("k3s", Rendering::Once),
-        "TalosConfig" => ("talos", Rendering::Once),
-        _ => return None,
-    };
-    Some(Bootstrap {
-        provider,
-        rendering,
+    provider_of(config_kind).map(|p| Bootstrap {
+        provider: p.clusterctl,
+        rendering: p.rendering,
     })
 }
 
-fn truthy(object: Option<&Value>, path: &str) -> (bool, bool) {
-    let found = object.and_then(|o| path.split('.').try_fold(o, |v, k| v.get(k)));
-    (
-        found.is_some_and(|v| !v.is_null()),
-        found == Some(&Value::Bool(true)),
-    )
+fn field<'v>(object: Option<&'v Value>, path: &str) -> Option<&'v Value> {
+    object
+        .and_then(|o| path.split('.').try_fold(o, |v, k| v.get(k)))
+        .filter(|v| !v.is_null())
 }
 
 /// The record of `group`/`kind`, resolved for `object` (the pool's infrastructure object, when
 /// it was found): a field it needs to read bootstrap data, a knob that turns replacement off.
 pub fn infra(group: &str, kind: &str, object: Option<&Value>) -> Option<Infra> {
-    // TEMPORARY until the infra branch's capi::infrastructure is merged.
-    use Effect::*;
-    if group != "infrastructure.cluster.x-k8s.io" {
-        return None;
-    }
-    let (provider, reads_when, on_rotation, on_content, instance_kind, disabled_by): (
-        &str,
-        Option<&str>,
-        Effect,
-        Effect,
-        Option<&str>,
-        Option<&str>,
-    ) = match kind {
-        "AWSMachinePool" => (
-            "CAPA",
-            None,
-            ReplacesExisting,
-            NewInstancesOnly,
-            Some("AWSMachine"),
-            Some("spec.refreshPreferences.disable"),
-        ),
-        "AWSManagedMachinePool" => (
-            "CAPA",
-            Some("spec.awsLaunchTemplate"),
-            ReplacesExisting,
-            ReplacesExisting,
-            None,
-            None,
-        ),
-        "AzureMachinePool" => (
-            "CAPZ",
-            None,
-            NewInstancesOnly,
-            NewInstancesOnly,
-            Some("AzureMachinePoolMachine"),
-            None,
-        ),
-        "GCPMachinePool" => ("CAPG", None, NewInstancesOnly, NewInstancesOnly, None, None),
-        "DockerMachinePool" | "DevMachinePool" => (
-            "CAPD",
-            None,
-            NewInstancesOnly,
-            NewInstancesOnly,
-            Some("DockerMachine"),
-            None,
-        ),
-        "OCIMachinePool" => (
-            "CAPOCI",
-            None,
-            NewInstancesOnly,
-            NewInstancesOnly,
-            None,
-            None,
-        ),
-        "AzureManagedMachinePool" | "AzureASOManagedMachinePool" => {
-            ("CAPZ", Some(""), NotRead, NotRead, None, None)
-        }
-        "GCPManagedMachinePool" => ("CAPG", Some(""), NotRead, NotRead, None, None),
-        "OCIManagedMachinePool" | "OCIVirtualMachinePool" => {
-            ("CAPOCI", Some(""), NotRead, NotRead, None, None)
-        }
-        _ => return None,
+    let record = infrastructure(group, kind)?;
+    let reads = match record.reads_bootstrap_data {
+        ReadsBootstrapData::Always => true,
+        ReadsBootstrapData::Never => false,
+        ReadsBootstrapData::When(path) => field(object, path).is_some(),
     };
-    let reads = match reads_when {
-        None => true,
-        Some("") => false,
-        Some(path) => truthy(object, path).0,
+    let disabled = match record.replacement {
+        Replacement::ByProviderOnRotation {
+            disabled_by: Some(path),
+        } => field(object, path) == Some(&Value::Bool(true)),
+        _ => false,
     };
-    let disabled = disabled_by.is_some_and(|p| truthy(object, p).1);
-    let on_rotation = match (reads, on_rotation, disabled) {
-        (false, _, _) => NotRead,
-        (_, ReplacesExisting, true) => NewInstancesOnly,
-        (_, e, _) => e,
+    let on_rotation = match (reads, record.on_rotation, disabled) {
+        (false, _, _) => Effect::NotRead,
+        (_, Effect::ReplacesExisting, true) => Effect::NewInstancesOnly,
+        (_, effect, _) => effect,
     };
     Some(Infra {
-        provider,
-        kind: kind.to_string(),
+        provider: record.provider,
+        kind: record.kind.to_string(),
         reads,
         on_rotation,
-        on_content_change: if reads { on_content } else { NotRead },
-        instance_kind,
-        manual: None,
+        on_content_change: if reads {
+            record.on_content_change
+        } else {
+            Effect::NotRead
+        },
+        instance_kind: record.instance_kind.map(|(k, _)| k),
+        manual: match record.replacement {
+            Replacement::Manual { instructions } => Some(instructions),
+            _ => None,
+        },
     })
 }

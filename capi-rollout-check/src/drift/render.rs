@@ -40,14 +40,14 @@ pub fn pool_json(p: &PoolReport) -> Value {
             "kind": p.config.kind,
             "name": p.config.name,
             "provider": p.bootstrap.map(|b| b.provider),
-            "rendering": p.bootstrap.map(|b| b.rendering.name()),
+            "rendering": p.bootstrap.map(|b| super::records::rendering_name(b.rendering)),
         },
         "infrastructure": {
             "kind": p.infra_kind,
             "provider": p.infra.as_ref().map(|i| i.provider),
             "readsBootstrapData": p.infra.as_ref().map(|i| i.reads),
-            "onRotation": p.infra.as_ref().map(|i| i.on_rotation.name()),
-            "onContentChange": p.infra.as_ref().map(|i| i.on_content_change.name()),
+            "onRotation": p.infra.as_ref().map(|i| super::records::effect_name(i.on_rotation)),
+            "onContentChange": p.infra.as_ref().map(|i| super::records::effect_name(i.on_content_change)),
         },
         "dataSecret": p.data_secret.as_ref().map(|d| json!({
             "name": d.name,

@@ -22,10 +22,6 @@ fn at(minutes: i64) -> String {
     time::format(T0 + minutes * 60)
 }
 
-fn at_s(seconds: i64) -> String {
-    time::format(T0 + seconds)
-}
-
 /// One scenario's objects in namespace `fleet`.
 #[derive(Default, Clone)]
 struct World {
@@ -312,7 +308,11 @@ const WAIT: &str = "replaces";
     "stale", "unknown", "all 1+new", &["in-place-edit"], &[REISSUE, ROLL])]
 #[case::unknown_infrastructure(
     World::pool(&Pool::new("KubeadmConfig", "AcmeMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
-    "stale", "unknown", "1/2", &["rotation-not-rolled"], &[ROLL])]
+    "stale", "unknown", "1/2", &["rotation-not-rolled"], &["# AcmeMachinePool is not in the infrastructure records"])]
+// CAPG makes no MachinePool Machines: the record's instructions, by hand.
+#[case::manual_replacement(
+    World::pool(&Pool::new("RKE2Config", "GCPMachinePool"), 0, vec![entry("kubectl-edit", "Update", 200, spec_files())], 1, 1),
+    "stale", "exact", "all 3+new", &["in-place-edit"], &[REISSUE, "# GCPMachinePool makes no MachinePool Machines to replace: replace the managed instance group's VMs"])]
 #[case::config_not_found(
     World::pool(&kubeadm_docker(), 0, vec![], 1, 290).machines(&[2]).with(|w| w.configs.clear()),
     "unknown", "unknown", "0/1", &[], &[])]
