@@ -122,6 +122,14 @@ struct DriftArgs {
     /// table (for people) or json (for tools: docs/drift.md has the schema).
     #[arg(short = 'o', long, value_enum, default_value_t = DriftOutput::Table)]
     output: DriftOutput,
+    /// The time to judge at (RFC 3339), instead of the clock: for reproducible output.
+    #[arg(long, hide = true, value_parser = parse_time)]
+    now: Option<i64>,
+}
+
+fn parse_time(text: &str) -> std::result::Result<i64, String> {
+    capi_rollout_check::drift::time::parse(text)
+        .ok_or_else(|| format!("{text:?}: an RFC 3339 time, e.g. 2026-12-06T02:40:00Z"))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -345,9 +353,11 @@ fn run_drift(args: &DriftArgs) -> ExitCode {
     if let Some(c) = &args.context {
         cluster_flags.push_str(&format!(" --context {c}"));
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let now = args.now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
     let request = kube::Request {
         scope: if args.all_namespaces {
             kube::Scope::All

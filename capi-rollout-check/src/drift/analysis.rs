@@ -106,6 +106,8 @@ pub enum StaleBecause {
     RenderWindow,
     /// Launched before the current data Secret was created (a rotation not rolled).
     Rotation,
+    /// Launched after the edit, from a data Secret that does not hold it.
+    DataWithoutEdit,
 }
 
 impl StaleBecause {
@@ -114,6 +116,7 @@ impl StaleBecause {
             StaleBecause::Edit => "launched-before-edit",
             StaleBecause::RenderWindow => "launched-while-rendering",
             StaleBecause::Rotation => "launched-before-data-secret",
+            StaleBecause::DataWithoutEdit => "launched-from-data-without-edit",
         }
     }
 }
@@ -791,8 +794,8 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
                 time::format(content_written)
             ));
             for i in &instances {
-                if i.launched >= secret_created {
-                    j.mark(i, StaleBecause::Edit, true);
+                if i.launched >= at {
+                    j.mark(i, StaleBecause::DataWithoutEdit, true);
                 }
             }
             match bootstrap {
@@ -990,7 +993,7 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             j.levels.push((
                 Level::Unknown,
                 format!(
-                    "no MachinePool Machines and no instance ages ({}): which instances launched before the data Secret's write is not known",
+                    "no MachinePool Machines and no instance ages ({}): which instances predate the data they should run is not known",
                     infra.as_ref().and_then(|i| i.instance_kind).map_or_else(
                         || format!("{infra_label} makes none"),
                         |k| format!("no {k} either; CAPA makes them only behind its MachinePoolMachines feature gate")

@@ -812,3 +812,30 @@ fn a_fleet_report_counts_verdicts() {
         BTreeMap::from([("current", 6), ("stale", 0), ("unknown", 0)])
     );
 }
+
+#[test]
+fn a_render_once_edit_names_why_each_instance_is_stale() {
+    let p = one(&World::pool(
+        &Pool::new("RKE2Config", "DockerMachinePool"),
+        0,
+        vec![entry("kubectl-edit", "Update", 200, spec_files())],
+        1,
+        1,
+    )
+    .machines(&[2, 250]));
+    let why: Vec<_> = p
+        .instances
+        .stale
+        .iter()
+        .map(|s| (s.name.as_str(), s.because.name(), s.certain))
+        .collect();
+    assert_eq!(
+        why,
+        [
+            ("pool-1-m0", "launched-before-edit", true),
+            ("pool-1-m1", "launched-from-data-without-edit", true)
+        ]
+    );
+    assert!(p.instances.every_future);
+    assert_eq!(p.causes[0].in_data_secret, Some(false));
+}
