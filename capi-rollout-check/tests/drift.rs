@@ -6,7 +6,7 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -98,7 +98,7 @@ fn fake_kubectl(case: &str, objects: &[(&str, Value)], fail: Option<&str>) -> Pa
     dir
 }
 
-fn drift(dir: &PathBuf, args: &[&str]) -> Run {
+fn drift(dir: &Path, args: &[&str]) -> Run {
     let kubectl = dir.join("kubectl").display().to_string();
     let mut all = vec!["drift", "--kubectl", &kubectl, "--now", NOW];
     all.extend(args);
