@@ -839,3 +839,34 @@ fn a_render_once_edit_names_why_each_instance_is_stale() {
     assert!(p.instances.every_future);
     assert_eq!(p.causes[0].in_data_secret, Some(false));
 }
+
+#[test]
+fn with_rotate_reissue_the_fix_is_one_rotate_line() {
+    let world = World::pool(
+        &Pool::new("RKE2Config", "DockerMachinePool"),
+        0,
+        vec![entry("kubectl-edit", "Update", 200, spec_files())],
+        1,
+        1,
+    )
+    .machines(&[2]);
+    let report = analyze(&Inputs {
+        now: T0 + NOW * 60,
+        pools: &world.pools,
+        configs: &world.configs,
+        secrets: &world.secrets,
+        machines: &world.machines,
+        infra_pools: &world.infra_pools,
+        infra_instances: &world.infra_instances,
+        cluster_flags: " --context prod".into(),
+        reissue_flag: true,
+    });
+    assert_eq!(
+        report.pools[0].fix,
+        [
+            "capi-rollout-check rotate machinepool/pool-1 -n fleet --reissue --context prod",
+            "# once CAPI has copied the new dataSecretName into the pool (DockerMachinePool: existing instances keep their data):",
+            "capi-rollout-check roll machinepool/pool-1 -n fleet --context prod",
+        ]
+    );
+}
