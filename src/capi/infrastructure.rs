@@ -9,6 +9,9 @@
 //! records are what docs/infrastructure.md's table shows (tests/infrastructure.rs holds it) and
 //! what the rules say about a pool whose `infrastructureRef` names one of these kinds.
 
+use crate::capi::kinds::GroupKind;
+use crate::capi::providers::{provider_of, Rendering};
+
 /// The group of every infrastructure MachinePool kind the policy knows.
 pub const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
@@ -97,14 +100,15 @@ const CAPZ_RELEASE: &str = "v1.26.0";
 const CAPG: &str = "kubernetes-sigs/cluster-api-provider-gcp";
 const CAPG_RELEASE: &str = "v1.12.0";
 const CAPI: &str = "kubernetes-sigs/cluster-api";
-const CAPI_RELEASE: &str = "v1.14.3";
+const CAPD_RELEASE: &str = "v1.14.0";
 const CAPOCI: &str = "oracle/cluster-api-provider-oci";
 const CAPOCI_RELEASE: &str = "v0.24.0";
 
-/// What a kind that never reads bootstrap data is, as a record.
+/// A kind that never reads bootstrap data, as a record.
 const fn never_read(
     provider: &'static str,
     kind: &'static str,
+    instance_kind: Option<(&'static str, bool)>,
     sources: &'static [Source],
 ) -> Infrastructure {
     Infrastructure {
@@ -116,12 +120,14 @@ const fn never_read(
         on_content_change: Effect::NotRead,
         knobs: &[],
         replacement: Replacement::NotApplicable,
-        instance_kind: None,
+        instance_kind,
         sources,
     }
 }
 
-/// Every infrastructure MachinePool kind the policy knows, by provider.
+/// Every infrastructure MachinePool kind the policy knows, by provider. Providers with no
+/// MachinePool kind (CAPH, CAPIBM, Metal3, OpenStack, vSphere) have no record: a pool on an
+/// unknown kind gets the text that holds everywhere.
 pub const INFRASTRUCTURES: [Infrastructure; 13] = [
     Infrastructure {
         provider: "CAPA",
@@ -137,15 +143,15 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             },
             Knob {
                 path: "spec.refreshPreferences.strategy",
-                effect: "the ASG instance refresh strategy (Rolling)",
+                effect: "the Auto Scaling group's refresh strategy (default Rolling)",
             },
             Knob {
                 path: "spec.refreshPreferences.minHealthyPercentage",
-                effect: "how many instances stay in service during the refresh",
+                effect: "the share of instances kept in service during the refresh",
             },
             Knob {
                 path: "spec.refreshPreferences.maxHealthyPercentage",
-                effect: "how far above capacity the refresh may go",
+                effect: "how far above the desired capacity the refresh may go",
             },
             Knob {
                 path: "spec.refreshPreferences.instanceWarmup",
@@ -155,19 +161,28 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         replacement: Replacement::ByProviderOnRotation {
             disabled_by: Some("spec.refreshPreferences.disable"),
         },
+        // MachinePool Machines only behind CAPA's MachinePoolMachines feature gate (alpha,
+        // off by default: feature/feature.go L57-61), which sets
+        // status.infrastructureMachineKind: AWSMachine (awsmachinepool_controller.go L203-205).
         instance_kind: Some(("AWSMachine", false)),
         sources: &[
             Source {
                 repository: CAPA,
                 release: CAPA_RELEASE,
-                path: "pkg/cloud/services/ec2/launchtemplate.go",
-                fact: "a changed user data hash makes a new launch template version; only a changed bootstrap data secret name starts an instance refresh",
+                path: "pkg/cloud/services/ec2/launchtemplate.go L241-332",
+                fact: "a new data Secret name (userDataSecretKeyChanged) makes a new launch template version and starts an instance refresh, even for identical bytes; new content under the same name (userDataHashChanged) makes a new version without one",
             },
             Source {
                 repository: CAPA,
                 release: CAPA_RELEASE,
-                path: "exp/controllers/awsmachinepool_controller.go",
-                fact: "the instance refresh is skipped when spec.refreshPreferences.disable is true",
+                path: "exp/controllers/awsmachinepool_controller.go L308-345",
+                fact: "no refresh when spec.refreshPreferences.disable is true; a refresh that fails to start is not retried",
+            },
+            Source {
+                repository: CAPA,
+                release: CAPA_RELEASE,
+                path: "pkg/cloud/services/autoscaling/autoscalinggroup.go L213, L352-388",
+                fact: "the Auto Scaling group launches $Latest: new instances take the newest version; StartASGInstanceRefresh applies strategy, instanceWarmup, min/maxHealthyPercentage",
             },
         ],
     },
@@ -185,17 +200,25 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             },
             Knob {
                 path: "spec.updateConfig",
-                effect: "how many nodes EKS replaces at a time (maxUnavailable, maxUnavailablePercentage)",
+                effect: "how many nodes EKS replaces at a time (maxUnavailable or maxUnavailablePercentage)",
             },
         ],
         replacement: Replacement::ByProviderOnRotation { disabled_by: None },
         instance_kind: None,
-        sources: &[Source {
-            repository: CAPA,
-            release: CAPA_RELEASE,
-            path: "pkg/cloud/services/eks/nodegroup.go",
-            fact: "any new launch template version, a same-Secret content change included, moves the node group to it and EKS replaces its nodes",
-        }],
+        sources: &[
+            Source {
+                repository: CAPA,
+                release: CAPA_RELEASE,
+                path: "exp/controllers/awsmanagedmachinepool_controller.go L215-247",
+                fact: "the launch template (and with it the bootstrap data) is reconciled only when spec.awsLaunchTemplate is set",
+            },
+            Source {
+                repository: CAPA,
+                release: CAPA_RELEASE,
+                path: "pkg/cloud/services/eks/nodegroup.go L337-358",
+                fact: "any new launch template version, new content under the same data Secret included, moves the node group to it (UpdateNodegroupVersion): EKS replaces every node, paced by spec.updateConfig",
+            },
+        ],
     },
     Infrastructure {
         provider: "CAPZ",
@@ -206,8 +229,13 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         on_content_change: Effect::NewInstancesOnly,
         knobs: &[Knob {
             path: "spec.strategy.rollingUpdate",
-            effect: "acts on model changes (image, SKU, identity, zones), never on bootstrap data",
+            effect: "replaces instances on model changes (image, identity, zones, SKU), never for their bootstrap data",
         }],
+        // The book deletes the AzureMachinePoolMachine, which deletes the VM without a drain;
+        // deleting the CAPI Machine drains first, then deletes it (CAPI v1.14.0
+        // core/reconcilers/machine/machine_controller.go L691-693 skips the drain once the
+        // infrastructure machine is being deleted). Either way the scale-up that follows
+        // writes the new custom data into the scale set's model.
         replacement: Replacement::DeleteMachinePoolMachines {
             documented_by: "kubernetes-sigs/cluster-api-provider-azure docs/book/src/self-managed/machinepools.md",
         },
@@ -216,41 +244,43 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             Source {
                 repository: CAPZ,
                 release: CAPZ_RELEASE,
-                path: "azure/services/scalesets/spec.go",
-                fact: "bootstrap data is allowed to get stale: new custom data goes into the VMSS model only at a scale-up or a model change",
+                path: "azure/services/scalesets/spec.go L98-155",
+                fact: "no scale set update unless the capacity grows or the model changes (\"Bootstrap data is allowed to get stale\"); new custom data rides along only then (capz-custom-data-hash tag)",
             },
             Source {
                 repository: CAPZ,
                 release: CAPZ_RELEASE,
-                path: "azure/scope/machinepoolmachine.go",
+                path: "azure/scope/machinepoolmachine.go L415-448",
                 fact: "latestModelApplied compares the image only: the rolling strategy never picks an instance for its bootstrap data",
             },
             Source {
                 repository: CAPZ,
                 release: CAPZ_RELEASE,
-                path: "docs/book/src/self-managed/machinepools.md",
-                fact: "deleting an AzureMachinePoolMachine deletes its VM; the scale set scales back up",
+                path: "docs/book/src/self-managed/machinepools.md L126-132",
+                fact: "delete an AzureMachinePoolMachine to delete its VM and control rollouts by hand; the scale set scales back up",
             },
         ],
     },
     never_read(
         "CAPZ",
         "AzureManagedMachinePool",
+        None,
         &[Source {
             repository: CAPZ,
             release: CAPZ_RELEASE,
-            path: "azure/services/agentpools/spec.go",
-            fact: "an AKS agent pool: no custom data from the bootstrap config",
+            path: "azure/scope/machinepool.go",
+            fact: "only the AzureMachinePool and AzureMachine scopes read dataSecretName; no AKS code does",
         }],
     ),
     never_read(
         "CAPZ",
         "AzureASOManagedMachinePool",
+        None,
         &[Source {
             repository: CAPZ,
             release: CAPZ_RELEASE,
-            path: "exp/controllers/azureasomanagedmachinepool_controller.go",
-            fact: "an AKS agent pool through ASO: no custom data from the bootstrap config",
+            path: "azure/scope/machinepool.go",
+            fact: "only the AzureMachinePool and AzureMachine scopes read dataSecretName; no AKS code does",
         }],
     ),
     Infrastructure {
@@ -262,32 +292,41 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         on_content_change: Effect::NewInstancesOnly,
         knobs: &[],
         replacement: Replacement::Manual {
-            instructions: "replace the managed instance group's VMs from GCP (a rolling replace)",
+            instructions: "drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)",
         },
         instance_kind: None,
         sources: &[
             Source {
                 repository: CAPG,
                 release: CAPG_RELEASE,
-                path: "cloud/scope/machinepool.go",
-                fact: "the instance template is named by a hash of its content, user data included",
+                path: "cloud/services/compute/instancetemplates/instancetemplate_reconcile.go L106-136",
+                fact: "the instance template is named by a hash of its content, user-data included: new data, new template",
             },
             Source {
                 repository: CAPG,
                 release: CAPG_RELEASE,
-                path: "cloud/services/compute/instancegroupmanagers/instancegroupmanagers_reconcile.go",
-                fact: "a new template is set with setInstanceTemplate and no PROACTIVE update policy: existing VMs are kept",
+                path: "cloud/scope/machinepool.go L176-219",
+                fact: "the managed instance group gets a name, template, size and zone, no update policy",
+            },
+            Source {
+                repository: CAPG,
+                release: CAPG_RELEASE,
+                path: "cloud/services/compute/instancegroupmanagers/instancegroupmanagers_reconcile.go L142-153",
+                fact: "setInstanceTemplate, which per Google's API reference leaves existing VMs on their template unless a proactive update policy or an explicit recreate asks otherwise",
             },
         ],
     },
     never_read(
         "CAPG",
         "GCPManagedMachinePool",
+        // It reports its own kind as status.infrastructureMachineKind
+        // (cloud/scope/managedmachinepool.go L316-322): no instance objects to act on.
+        None,
         &[Source {
             repository: CAPG,
             release: CAPG_RELEASE,
-            path: "cloud/services/container/nodepools/reconcile.go",
-            fact: "a GKE node pool: no user data from the bootstrap config",
+            path: "cloud/scope/managedmachinepool.go",
+            fact: "a GKE node pool: neither the scope nor cloud/services/container reads bootstrap data",
         }],
     ),
     Infrastructure {
@@ -298,16 +337,24 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         on_rotation: Effect::NewInstancesOnly,
         on_content_change: Effect::NewInstancesOnly,
         knobs: &[],
-        replacement: Replacement::Manual {
-            instructions: "delete the pool's Machines; new containers boot with the new data",
+        replacement: Replacement::DeleteMachinePoolMachines {
+            documented_by: "kubernetes-sigs/cluster-api test/infrastructure/docker/internal/controllers/dockermachinepool_controller_phases.go (source; CAPD has no docs)",
         },
         instance_kind: Some(("DockerMachine", true)),
-        sources: &[Source {
-            repository: CAPI,
-            release: CAPI_RELEASE,
-            path: "test/infrastructure/docker/internal/controllers/backends/docker/dockermachinepool_backend.go",
-            fact: "a machine is outdated when its node image differs, never for its bootstrap data",
-        }],
+        sources: &[
+            Source {
+                repository: CAPI,
+                release: CAPD_RELEASE,
+                path: "test/infrastructure/docker/internal/controllers/dockermachinepool_controller_phases.go L49-72, L362-374",
+                fact: "a container is outdated when its image differs, never for its bootstrap data; the pool tops its containers up to replicas",
+            },
+            Source {
+                repository: CAPI,
+                release: CAPD_RELEASE,
+                path: "test/infrastructure/docker/internal/controllers/backends/docker/dockermachine_backend.go L86-97",
+                fact: "a pool's DockerMachine bootstraps once, from the pool's current spec.template.spec.bootstrap.dataSecretName",
+            },
+        ],
     },
     Infrastructure {
         provider: "CAPD",
@@ -317,15 +364,15 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         on_rotation: Effect::NewInstancesOnly,
         on_content_change: Effect::NewInstancesOnly,
         knobs: &[],
-        replacement: Replacement::Manual {
-            instructions: "delete the pool's Machines; new ones boot with the new data",
+        replacement: Replacement::DeleteMachinePoolMachines {
+            documented_by: "kubernetes-sigs/cluster-api test/infrastructure/docker/internal/controllers/backends/docker/dockermachinepool_backend.go (source; CAPD has no docs)",
         },
         instance_kind: Some(("DevMachine", true)),
         sources: &[Source {
             repository: CAPI,
-            release: CAPI_RELEASE,
-            path: "test/infrastructure/docker/internal/controllers/devmachinepool_controller.go",
-            fact: "the docker backend's machine pool: outdated means the node image only",
+            release: CAPD_RELEASE,
+            path: "test/infrastructure/docker/internal/controllers/backends/docker/dockermachinepool_backend.go L491-517",
+            fact: "the docker backend of DevMachinePool: outdated means the node image only",
         }],
     },
     Infrastructure {
@@ -336,45 +383,58 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         on_rotation: Effect::NewInstancesOnly,
         on_content_change: Effect::NewInstancesOnly,
         knobs: &[],
+        // Deleting an OCIMachinePoolMachine (or its Machine) removes its finalizer only: the
+        // instance keeps running (exp/controllers/ocimachinepoolmachine_controller.go L48-71).
         replacement: Replacement::Manual {
-            instructions: "replace the instance pool's instances from OCI",
+            instructions: "drain the nodes, then detach their instances from the instance pool with auto-terminate and no size decrement (OCI); deleting a pool Machine leaves its instance running",
         },
-        instance_kind: None,
-        sources: &[Source {
-            repository: CAPOCI,
-            release: CAPOCI_RELEASE,
-            path: "cloud/scope/machine_pool.go",
-            fact: "new user data makes a new instance configuration for the instance pool; existing instances are kept",
-        }],
+        instance_kind: Some(("OCIMachinePoolMachine", true)),
+        sources: &[
+            Source {
+                repository: CAPOCI,
+                release: CAPOCI_RELEASE,
+                path: "cloud/scope/machine_pool.go L430-578, L822-873",
+                fact: "new user data (a token-only change included) makes a new instance configuration, set on the instance pool; nothing replaces existing instances",
+            },
+            Source {
+                repository: CAPOCI,
+                release: CAPOCI_RELEASE,
+                path: "exp/controllers/ocimachinepoolmachine_controller.go L48-71",
+                fact: "deleting an OCIMachinePoolMachine only removes its finalizer",
+            },
+        ],
     },
     never_read(
         "CAPOCI",
         "OCIManagedMachinePool",
+        Some(("OCIMachinePoolMachine", true)),
         &[Source {
             repository: CAPOCI,
             release: CAPOCI_RELEASE,
             path: "cloud/scope/managed_machine_pool.go",
-            fact: "an OKE node pool: no user data from the bootstrap config",
+            fact: "an OKE node pool: no dataSecretName or bootstrap data read",
         }],
     ),
     never_read(
         "CAPOCI",
         "OCIVirtualMachinePool",
+        Some(("OCIMachinePoolMachine", true)),
         &[Source {
             repository: CAPOCI,
             release: CAPOCI_RELEASE,
             path: "cloud/scope/virtual_machine_pool.go",
-            fact: "an OKE virtual node pool: no user data from the bootstrap config",
+            fact: "an OKE virtual node pool: no dataSecretName or bootstrap data read",
         }],
     ),
     never_read(
         "CAPS",
         "ScalewayManagedMachinePool",
+        None,
         &[Source {
             repository: "scaleway/cluster-api-provider-scaleway",
-            release: "main",
-            path: "internal/service/scaleway/k8s/pool",
-            fact: "a Kapsule pool: no user data from the bootstrap config",
+            release: "main@1455651",
+            path: "internal/scope/managedmachinepool.go",
+            fact: "a Kapsule pool: node type, scaling, version and tags, no bootstrap data read",
         }],
     ),
 ];
@@ -389,15 +449,17 @@ pub fn infrastructure(group: &str, kind: &str) -> Option<&'static Infrastructure
 
 impl Infrastructure {
     /// What a rotation does to this pool's existing instances, one short sentence for
-    /// messages and the CLI.
+    /// messages and the CLI, e.g. "AzureMachinePool replaces no existing instance: new
+    /// instances take the new data; delete the pool's Machines to replace them, as CAPZ
+    /// documents".
     pub fn after_rotation(&self) -> String {
         let kind = self.kind;
         match (self.on_rotation, self.reads_bootstrap_data, self.replacement) {
-            (Effect::NotRead, _, _) | (_, ReadsBootstrapData::Never, _) => {
-                format!("{kind} never reads bootstrap data: neither a rotation nor an edit reaches its nodes")
-            }
+            (Effect::NotRead, _, _) | (_, ReadsBootstrapData::Never, _) => format!(
+                "{kind} never reads bootstrap data: neither a rotation nor an edit reaches its nodes"
+            ),
             (Effect::ReplacesExisting, ReadsBootstrapData::When(field), _) => format!(
-                "{kind} rolls every node to a new launch template version if it has {field}; without one it reads no bootstrap data"
+                "{kind} rolls every node on the new launch template version if it has {field}; without one it reads no bootstrap data"
             ),
             (
                 Effect::ReplacesExisting,
@@ -406,20 +468,38 @@ impl Infrastructure {
                     disabled_by: Some(field),
                 },
             ) => format!(
-                "{kind} replaces the existing instances (instance refresh) unless {field} is true"
+                "{kind} replaces the existing instances with an instance refresh, unless {field} is true"
             ),
-            (Effect::ReplacesExisting, _, _) => {
-                format!("{kind} replaces the existing instances")
+            (Effect::ReplacesExisting, _, _) => format!("{kind} replaces the existing instances"),
+            (Effect::NewInstancesOnly, _, replacement) => {
+                let how = match replacement {
+                    Replacement::DeleteMachinePoolMachines { documented_by }
+                        if documented_by.contains(" docs/") =>
+                    {
+                        format!(
+                            "; delete the pool's Machines to replace them, as {} documents",
+                            self.provider
+                        )
+                    }
+                    Replacement::DeleteMachinePoolMachines { .. } => {
+                        "; delete the pool's Machines to replace them".to_string()
+                    }
+                    Replacement::Manual { instructions } => {
+                        format!("; to replace them, {instructions}")
+                    }
+                    Replacement::ByProviderOnRotation { .. } | Replacement::NotApplicable => {
+                        String::new()
+                    }
+                };
+                format!(
+                    "{kind} replaces no existing instance: new instances take the new data{how}"
+                )
             }
-            (Effect::NewInstancesOnly, _, replacement) => format!(
-                "{kind} replaces no existing instance: new instances take the new data; {}",
-                replacement_hint(self.provider, replacement)
-            ),
         }
     }
 
     /// What a same-name content change does (for AWSManagedMachinePool with a launch template:
-    /// it rolls every node at once).
+    /// it rolls every node).
     pub fn after_content_change(&self) -> String {
         let kind = self.kind;
         match (self.on_content_change, self.reads_bootstrap_data) {
@@ -427,27 +507,67 @@ impl Infrastructure {
                 format!("{kind} never reads bootstrap data: an in-place edit reaches no node")
             }
             (Effect::ReplacesExisting, ReadsBootstrapData::When(field)) => format!(
-                "{kind} rolls every node at once on a new launch template version, an in-place edit included, if it has {field}"
+                "{kind} rolls every node on a new launch template version, an in-place edit included, if it has {field}"
             ),
             (Effect::ReplacesExisting, _) => {
-                format!("{kind} replaces the existing instances on an in-place edit")
+                format!("{kind} replaces the existing instances on new content under the same data Secret")
             }
             (Effect::NewInstancesOnly, _) => format!(
-                "{kind} gives an in-place edit to new instances only, once the data Secret is re-rendered"
+                "{kind} gives new content under the same data Secret to new instances only"
             ),
         }
     }
 }
 
-/// How to put the new data on existing instances, where the provider does not.
-fn replacement_hint(provider: &str, replacement: Replacement) -> String {
-    match replacement {
-        Replacement::DeleteMachinePoolMachines { .. } => {
-            format!("delete MachinePool Machines to replace them ({provider} docs)")
+/// What happens to existing instances after a rotation when the pool's infrastructure is not
+/// known (no lookups, or a kind without a record).
+pub fn provider_decides() -> String {
+    format!(
+        "Whether existing instances are then replaced is the infrastructure provider's choice \
+         ({INFRASTRUCTURE_DOCS})."
+    )
+}
+
+/// What the refusal of an in-place edit says of the pools' infrastructure, one sentence per
+/// distinct answer: `pools` is `None` without lookups, else the group and kind of each pool's
+/// `spec.template.spec.infrastructureRef` (empty when it has none). An infrastructure that
+/// rolls every node on new content under the same data Secret (AWSManagedMachinePool with a
+/// launch template) is told that this edit would do so too, unrecorded, unless the bootstrap
+/// provider renders its data once (then the edit reaches no instance).
+pub fn refusal_sentence(config_kind: &str, pools: Option<&[GroupKind]>) -> String {
+    let Some(kinds) = pools else {
+        return provider_decides();
+    };
+    let renders_once = provider_of(config_kind).is_some_and(|p| p.rendering == Rendering::Once);
+    let mut sentences: Vec<String> = Vec::new();
+    for group_kind in kinds {
+        let sentence = match infrastructure(&group_kind.group, &group_kind.kind) {
+            None => provider_decides(),
+            Some(record)
+                if record.on_content_change == Effect::ReplacesExisting && !renders_once =>
+            {
+                format!(
+                    "This edit would still reach the nodes, unrecorded: {}; a rotation rolls them \
+                     too, recorded in the pool ({INFRASTRUCTURE_DOCS}).",
+                    record.after_content_change()
+                )
+            }
+            Some(record) if record.on_rotation == Effect::NotRead => {
+                format!("{} ({INFRASTRUCTURE_DOCS}).", record.after_rotation())
+            }
+            Some(record) => format!(
+                "On a rotation, {} ({INFRASTRUCTURE_DOCS}).",
+                record.after_rotation()
+            ),
+        };
+        if !sentences.contains(&sentence) {
+            sentences.push(sentence);
         }
-        Replacement::Manual { instructions } => instructions.to_string(),
-        Replacement::ByProviderOnRotation { .. } | Replacement::NotApplicable => String::new(),
     }
+    if sentences.is_empty() {
+        return provider_decides();
+    }
+    sentences.join(" ")
 }
 
 #[cfg(test)]
@@ -487,27 +607,27 @@ mod tests {
     #[rstest]
     #[case::capa(
         "AWSMachinePool",
-        "AWSMachinePool replaces the existing instances (instance refresh) unless spec.refreshPreferences.disable is true"
+        "AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true"
     )]
     #[case::eks(
         "AWSManagedMachinePool",
-        "AWSManagedMachinePool rolls every node to a new launch template version if it has spec.awsLaunchTemplate; without one it reads no bootstrap data"
+        "AWSManagedMachinePool rolls every node on the new launch template version if it has spec.awsLaunchTemplate; without one it reads no bootstrap data"
     )]
     #[case::capz(
         "AzureMachinePool",
-        "AzureMachinePool replaces no existing instance: new instances take the new data; delete MachinePool Machines to replace them (CAPZ docs)"
+        "AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents"
     )]
     #[case::capg(
         "GCPMachinePool",
-        "GCPMachinePool replaces no existing instance: new instances take the new data; replace the managed instance group's VMs from GCP (a rolling replace)"
+        "GCPMachinePool replaces no existing instance: new instances take the new data; to replace them, drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)"
     )]
     #[case::capd(
         "DockerMachinePool",
-        "DockerMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines; new containers boot with the new data"
+        "DockerMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them"
     )]
     #[case::oci(
         "OCIMachinePool",
-        "OCIMachinePool replaces no existing instance: new instances take the new data; replace the instance pool's instances from OCI"
+        "OCIMachinePool replaces no existing instance: new instances take the new data; to replace them, drain the nodes, then detach their instances from the instance pool with auto-terminate and no size decrement (OCI); deleting a pool Machine leaves its instance running"
     )]
     #[case::aks(
         "AzureManagedMachinePool",
@@ -521,15 +641,15 @@ mod tests {
     #[rstest]
     #[case::capa(
         "AWSMachinePool",
-        "AWSMachinePool gives an in-place edit to new instances only, once the data Secret is re-rendered"
+        "AWSMachinePool gives new content under the same data Secret to new instances only"
     )]
     #[case::eks(
         "AWSManagedMachinePool",
-        "AWSManagedMachinePool rolls every node at once on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate"
+        "AWSManagedMachinePool rolls every node on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate"
     )]
     #[case::capz(
         "AzureMachinePool",
-        "AzureMachinePool gives an in-place edit to new instances only, once the data Secret is re-rendered"
+        "AzureMachinePool gives new content under the same data Secret to new instances only"
     )]
     #[case::gke(
         "GCPManagedMachinePool",

@@ -1106,14 +1106,17 @@ fn fix_lines(
         if reissue {
             lines.push(format!("# once CAPI has copied the new dataSecretName into the pool ({}: existing instances keep their data):", report.infra_kind.as_deref().unwrap_or("the infrastructure")));
         }
-        let machines = report.instances.source.as_deref() == Some("Machine")
-            || report
-                .infra
-                .as_ref()
-                .is_some_and(|i| i.instance_kind.is_some());
         match report.infra.as_ref() {
-            Some(infra) if !machines => lines.push(format!(
-                "# {} makes no MachinePool Machines to replace: {}",
+            Some(infra) if infra.deletes_machines => {
+                lines.push(format!("capi-rollout-check roll machinepool/{name} -n {ns}{flags}"))
+            }
+            Some(infra) if infra.replacement_disabled_by.is_some() => lines.push(format!(
+                "# {} has {}: true, so it replaces no instance on a rotation: start an instance refresh of its Auto Scaling group, or unset it before the rotation",
+                infra.kind,
+                infra.replacement_disabled_by.unwrap_or_default()
+            )),
+            Some(infra) => lines.push(format!(
+                "# {}: no MachinePool Machine to delete for it; by hand: {}",
                 infra.kind,
                 infra.manual.unwrap_or("replace the instances from the provider's side")
             )),
@@ -1121,7 +1124,6 @@ fn fix_lines(
                 "# {} is not in the infrastructure records: replace the instances launched before the data Secret as its provider allows",
                 report.infra_kind.as_deref().unwrap_or("the infrastructure")
             )),
-            Some(_) => lines.push(format!("capi-rollout-check roll machinepool/{name} -n {ns}{flags}")),
         }
     }
     lines

@@ -215,7 +215,7 @@ const WAIT: &str = "replaces";
 #[case::rotation_refresh_disabled(
     World::pool(&Pool::new("KubeadmConfig", "AWSMachinePool"), 100, vec![], 101, 290).machines(&[2, 102])
         .with(|w| w.infra_pools[0]["spec"] = json!({"refreshPreferences": {"disable": true}})),
-    "stale", "exact", "1/2", &["rotation-not-rolled"], &[ROLL])]
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &["# AWSMachinePool has spec.refreshPreferences.disable: true, so it replaces no instance on a rotation"])]
 // CABPK: an edit already in the Secret; the Machine launched before it never got it, the one
 // launched between the edit and the write might have, the one after has it.
 #[case::edit_in_secret_render_window(
@@ -309,10 +309,14 @@ const WAIT: &str = "replaces";
 #[case::unknown_infrastructure(
     World::pool(&Pool::new("KubeadmConfig", "AcmeMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
     "stale", "unknown", "1/2", &["rotation-not-rolled"], &["# AcmeMachinePool is not in the infrastructure records"])]
+// CAPOCI has MachinePool Machines, but deleting one leaves its instance running: by hand.
+#[case::machines_that_do_not_replace(
+    World::pool(&Pool::new("KubeadmConfig", "OCIMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &["# OCIMachinePool: no MachinePool Machine to delete for it; by hand: drain the nodes, then detach"])]
 // CAPG makes no MachinePool Machines: the record's instructions, by hand.
 #[case::manual_replacement(
     World::pool(&Pool::new("RKE2Config", "GCPMachinePool"), 0, vec![entry("kubectl-edit", "Update", 200, spec_files())], 1, 1),
-    "stale", "exact", "all 3+new", &["in-place-edit"], &[REISSUE, "# GCPMachinePool makes no MachinePool Machines to replace: replace the managed instance group's VMs"])]
+    "stale", "exact", "all 3+new", &["in-place-edit"], &[REISSUE, "# GCPMachinePool: no MachinePool Machine to delete for it; by hand: drain the nodes"])]
 #[case::config_not_found(
     World::pool(&kubeadm_docker(), 0, vec![], 1, 290).machines(&[2]).with(|w| w.configs.clear()),
     "unknown", "unknown", "0/1", &[], &[])]
