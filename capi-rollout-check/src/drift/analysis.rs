@@ -556,6 +556,7 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
     let now = inputs.now;
     let ns = meta(pool, "namespace").unwrap_or("").to_string();
     let name = meta(pool, "name")?.to_string();
+    let deleting = pool.pointer("/metadata/deletionTimestamp").is_some();
     let bootstrap_spec = pool.pointer("/spec/template/spec/bootstrap")?;
     let (group, kind, config_name) = reference(bootstrap_spec.get("configRef")?)?;
     let topology = label(pool, TOPOLOGY_OWNED_LABEL).map(|_| Topology {
@@ -623,6 +624,9 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
         Some(instances.len() as u64)
     };
 
+    if deleting {
+        return unknown_pool(report, "the pool is being deleted".into());
+    }
     if let Some(infra) = infra.as_ref().filter(|i| !i.reads) {
         report.confidence.reasons.push(format!(
             "{} never reads bootstrap data: its instances boot without it",
@@ -646,6 +650,19 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             format!("{kind} {ns}/{config_name} has no data Secret yet (no dataSecretName)"),
         );
     };
+    let config_secret = s(config, &["status", "dataSecretName"]);
+    if config_secret != Some(secret_name) {
+        return unknown_pool(
+            report,
+            format!(
+                "a rotation in progress: the pool still has data Secret {secret_name}, {kind} {config_name} {}",
+                config_secret.map_or_else(
+                    || "has none yet".to_string(),
+                    |c| format!("has {c}, which CAPI has not copied into the pool yet")
+                )
+            ),
+        );
+    }
     let Some(secret) = index
         .secrets
         .get(&(ns.clone(), secret_name.to_string()))

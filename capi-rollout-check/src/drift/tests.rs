@@ -320,6 +320,20 @@ const WAIT: &str = "replaces";
 #[case::config_not_found(
     World::pool(&kubeadm_docker(), 0, vec![], 1, 290).machines(&[2]).with(|w| w.configs.clear()),
     "unknown", "unknown", "0/1", &[], &[])]
+// The pool was repointed and CAPI has not copied the new config's data Secret yet: the new
+// config's creation is no edit of the old data.
+#[case::rotation_in_progress(
+    World::pool(&kubeadm_docker(), 100, vec![], 1, 290).machines(&[2])
+        .with(|w| w.configs[0]["status"] = json!({})),
+    "unknown", "unknown", "0/1", &[], &[])]
+#[case::rotation_not_taken_up(
+    World::pool(&kubeadm_docker(), 100, vec![], 1, 290).machines(&[2])
+        .with(|w| w.configs[0]["status"]["dataSecretName"] = json!("pool-1-b")),
+    "unknown", "unknown", "0/1", &[], &[])]
+#[case::being_deleted(
+    World::pool(&kubeadm_docker(), 100, vec![], 101, 290).machines(&[2])
+        .with(|w| w.pools[0]["metadata"]["deletionTimestamp"] = json!(at(299))),
+    "unknown", "unknown", "0/1", &[], &[])]
 // CAPZ's own instances when there are no MachinePool Machines.
 #[case::infra_instances_instead_of_machines(
     World::pool(&Pool::new("KubeadmConfig", "AzureMachinePool"), 100, vec![], 101, 290).with(|w| {
@@ -648,6 +662,7 @@ fn fleet_of(count: usize) -> World {
         for o in one.configs.iter_mut().chain(&mut one.secrets) {
             o["metadata"]["name"] = json!(format!("{name}-a"));
         }
+        one.configs[0]["status"]["dataSecretName"] = json!(format!("{name}-a"));
         one.pools[0]["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] =
             json!(format!("{name}-a"));
         one.pools[0]["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] =
