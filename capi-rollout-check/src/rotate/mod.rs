@@ -330,6 +330,7 @@ fn check_writes(
     consumer_kind: &ConsumerKind,
     plan: &Plan,
     resources: (&str, &str),
+    reissue: bool,
 ) -> Result<bool, RotateError> {
     let (config_resource, config_plural) = resources;
     let namespace = &plan.new.namespace;
@@ -344,10 +345,15 @@ fn check_writes(
         }
         Some(_) => {
             return Err(RotateError::Object(format!(
-            "{} {namespace}/{} already exists with another spec: nothing was changed; the name is \
-                 the policy's suggestion for this spec, so look at who created it",
-            plan.new.kind, plan.new.name
-        )))
+                "{} {namespace}/{} already exists with another spec: nothing was changed; {}",
+                plan.new.kind,
+                plan.new.name,
+                if reissue {
+                    "a reissue a second later picks another name"
+                } else {
+                    "the name is the policy's suggestion for this spec, so look at who created it"
+                }
+            )))
         }
     };
     let mut needed = vec![("patch", consumer_kind.resource)];
@@ -529,6 +535,7 @@ pub fn rotate(
         consumer_kind,
         &plan,
         (&config_resource, &config_plural),
+        matches!(request.edited, Edited::Reissue { .. }),
     )?;
     if request.replace_instances && consumer_kind.kind == "MachinePool" {
         // What roll will need, before the rotation writes anything.

@@ -122,6 +122,13 @@ fn without_config_ref() -> Value {
     p
 }
 
+/// fleet() with the reissue's name taken by a config of another spec.
+fn name_taken() -> Fake {
+    let fake = fleet();
+    fake.put(CONFIGS, config(&new_name(), "other\n"));
+    fake
+}
+
 /// Each refusal: exit 2 (never 1: a reissue always has something to rotate), the message,
 /// and no write.
 #[rstest]
@@ -144,6 +151,8 @@ fn without_config_ref() -> Value {
     "MachinePool fleet/pool-1 uses KubeadmConfig pool-1-a, which does not exist in namespace fleet")]
 #[case::no_create_rbac(Fake { denied: vec![("create", CONFIGS)], ..fleet() }, "machinepool/pool-1",
     "RBAC: you may not create kubeadmconfigs.bootstrap.cluster.x-k8s.io in namespace fleet; nothing was changed")]
+#[case::name_taken(name_taken(), "machinepool/pool-1",
+    "KubeadmConfig fleet/pool-1-a-8649fa5d already exists with another spec: nothing was changed; a reissue a second later picks another name")]
 fn refusals_change_nothing(#[case] fake: Fake, #[case] consumer: &str, #[case] message: &str) {
     let before = fake.objects.borrow().clone();
     let (result, out, _) = run(&fake, &reissue(consumer, DryRun::None));
