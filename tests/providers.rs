@@ -1,9 +1,17 @@
 //! Every file that lists the bootstrap providers is held to their records
-//! (src/capi/providers.rs): metadata.yml's rules, contextAwareResources and Artifact Hub
-//! resources, policy.yaml, artifacthub-pkg.yml, questions-ui.yml, and the tables of
-//! docs/compared-fields.md, docs/settings.md and the README. A failure names the record and
-//! the file, so adding a provider (docs/development.md) shows what is left to write.
+//! (src/capi/providers.rs). The kind lists are generated (`make generate`, tests/generate/):
+//! metadata.yml's rules, contextAwareResources and Artifact Hub resources, policy.yaml,
+//! questions-ui.yml, artifacthub-pkg.yml, docs/settings.md's table of the default providers,
+//! docs/context-aware.md's chart values and the README's lookup RBAC;
+//! `the_generated_regions_are_what_the_records_make` fails naming `make generate` when one of
+//! them differs, and `UPDATE_GENERATED=1` (what `make generate` sets) rewrites them. The checks
+//! below then read what each file says, generated or written by hand (docs/compared-fields.md,
+//! the README's count of providers), and name the record and the file. The last test adds a
+//! fake record and proves ARCHITECTURE.md's "To add a bootstrap provider" list.
 
+mod generate;
+
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
@@ -13,9 +21,12 @@ use capi_bootstrap_rollout_policy::capi::providers::{
 };
 use serde_json::Value;
 
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
 fn read(file: &str) -> String {
-    fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
-        .unwrap_or_else(|e| panic!("{file}: {e}"))
+    fs::read_to_string(root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
 fn yaml(text: &str, what: &str) -> Value {
@@ -26,27 +37,29 @@ fn yaml(text: &str, what: &str) -> Value {
 
 /// The version a record's kind is looked up in with the default `capiVersion`.
 fn lookup_api_version(p: &Provider) -> String {
-    format!(
-        "{BOOTSTRAP_GROUP}/{}",
-        p.lookup_version.unwrap_or("v1beta2")
-    )
+    format!("{BOOTSTRAP_GROUP}/{}", generate::lookup_version(p))
 }
 
-fn plural(kind: &str) -> String {
-    format!("{}s", kind.to_lowercase())
-}
+use generate::plural;
 
-/// The problems of one file with one record, as `record: file: what`.
-struct Problems(Vec<String>);
+/// The problems found, each as the file it is in and `record: file: what`.
+struct Problems(Vec<(String, String)>);
 
 impl Problems {
     fn check(&mut self, p: &Provider, file: &str, ok: bool, what: impl std::fmt::Display) {
         if !ok {
-            self.0.push(format!(
-                "the record of {} ({}): {file}: {what}",
-                p.config_kind, p.clusterctl
+            self.0.push((
+                file.to_string(),
+                format!(
+                    "the record of {} ({}): {file}: {what}",
+                    p.config_kind, p.clusterctl
+                ),
             ));
         }
+    }
+
+    fn push(&mut self, file: &str, what: String) {
+        self.0.push((file.to_string(), what));
     }
 }
 
@@ -79,12 +92,14 @@ fn listed_in(text: &str, kind: &str) -> bool {
     text.split(',').any(|k| k.trim() == kind)
 }
 
-#[test]
-fn every_file_that_lists_providers_agrees_with_the_records() {
+/// What every file that lists the providers says of `providers`, each file read by `text`.
+fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
+    let read = text;
     let mut problems = Problems(Vec::new());
     let metadata = yaml(&read("metadata.yml"), "metadata.yml");
     let policy = yaml(&read("policy.yaml"), "policy.yaml");
-    let artifacthub = yaml(&read("artifacthub-pkg.yml"), "artifacthub-pkg.yml");
+    let artifacthub_text = read("artifacthub-pkg.yml");
+    let artifacthub = yaml(&artifacthub_text, "artifacthub-pkg.yml");
     let hub_resources = yaml(
         artifacthub["annotations"]["kubewarden/contextAwareResources"]
             .as_str()
@@ -94,7 +109,10 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
     let questions = read("questions-ui.yml");
     let compared = read("docs/compared-fields.md");
     let settings_doc = read("docs/settings.md");
-    for p in &PROVIDERS {
+    let readme = read("README.md");
+    let context_aware_doc = read("docs/context-aware.md");
+    let controllers = generate::controller_users(providers);
+    for p in providers {
         problems.check(
             p,
             "metadata.yml",
@@ -171,7 +189,7 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
         );
         for file_text in [
             ("questions-ui.yml", questions.as_str()),
-            ("artifacthub-pkg.yml", &read("artifacthub-pkg.yml")),
+            ("artifacthub-pkg.yml", artifacthub_text.as_str()),
         ] {
             for setting in ["ignoredPaths", "fillOncePaths"] {
                 problems.check(
@@ -210,33 +228,52 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
                 "no row of \"Fields not compared\" for the kind, which has built-in fields",
             );
         }
+        // docs/settings.md: the table of the default providers has the record's row, with its
+        // lookup version and controller.
+        let version = p.lookup_version.map_or_else(
+            || format!("`capiVersion` (`{}`)", generate::lookup_version(p)),
+            |v| format!("`{v}`"),
+        );
         problems.check(
             p,
             "docs/settings.md",
-            settings_doc.contains(&format!(" {},", p.config_kind))
-                || settings_doc.contains(&format!(" {} in", p.config_kind)),
-            "bootstrapConfigKinds' default does not name the kind",
+            settings_doc.lines().any(|l| {
+                l.starts_with(&format!(
+                    "| {} | {} | {version} |",
+                    p.clusterctl, p.config_kind
+                )) && l.contains(&format!("`{}`", p.controller))
+            }),
+            format!(
+                "the table of the default providers has no row `| {} | {} | {version} | `{}` |`",
+                p.clusterctl, p.config_kind, p.controller
+            ),
         );
-        if let Some(version) = p.lookup_version {
-            let line = settings_doc
-                .lines()
-                .skip_while(|l| !l.starts_with("The defaults know the providers' versions"))
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ");
+        // The README's lookup RBAC and docs/context-aware.md's chart values grant the kind.
+        for (file, text, quoted) in [
+            (
+                "README.md",
+                &readme,
+                format!("\"{}\"", plural(p.config_kind)),
+            ),
+            (
+                "docs/context-aware.md",
+                &context_aware_doc,
+                plural(p.config_kind),
+            ),
+        ] {
             problems.check(
                 p,
-                "docs/settings.md",
-                line.contains(p.config_kind) && line.contains(version),
-                format!(
-                    "\"The defaults know the providers' versions\" lacks {} {version}",
-                    p.config_kind
-                ),
+                file,
+                text.lines().any(|l| {
+                    l.trim_start().starts_with("resources: [")
+                        && l.split(['[', ',', ']']).any(|r| r.trim() == quoted)
+                }),
+                format!("no `resources: [...]` grants {quoted}"),
             );
         }
     }
     // And the other way: nothing listed that no record stands for.
-    let known = |kind: &str| PROVIDERS.iter().any(|p| p.config_kind == kind);
+    let known = |kind: &str| providers.iter().any(|p| p.config_kind == kind);
     for (file, resources) in [
         (
             "metadata.yml contextAwareResources",
@@ -257,9 +294,10 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
                 r["kind"].as_str().unwrap_or(""),
             );
             if api_version.starts_with(BOOTSTRAP_GROUP) && !known(kind) {
-                problems.0.push(format!(
-                    "{file}: {api_version} {kind} has no provider record"
-                ));
+                problems.push(
+                    file.split(' ').next().unwrap(),
+                    format!("{file}: {api_version} {kind} has no provider record"),
+                );
             }
         }
     }
@@ -268,10 +306,11 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
         .into_iter()
         .flatten()
     {
-        if !DEFAULT_CONTROLLER_USERS.iter().any(|u| user == u) {
-            problems.0.push(format!(
-                "policy.yaml controllerUsers: {user} is no record's controller"
-            ));
+        if !controllers.iter().any(|u| user == u) {
+            problems.push(
+                "policy.yaml",
+                format!("policy.yaml controllerUsers: {user} is no record's controller"),
+            );
         }
     }
     for (file, list) in [
@@ -294,30 +333,53 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
             .filter(|k| k.ends_with("Config"))
         {
             if !known(kind) {
-                problems
-                    .0
-                    .push(format!("{file}: {kind} has no provider record"));
+                problems.push(
+                    file.split(' ').next().unwrap(),
+                    format!("{file}: {kind} has no provider record"),
+                );
             }
         }
     }
-    let providers = DEFAULT_CONTROLLER_USERS.len() - 1;
-    for (file, text) in [
-        ("README.md", read("README.md")),
-        ("docs/settings.md", settings_doc.clone()),
-    ] {
-        if !text.contains(&format!("the {providers} default providers' controllers")) {
-            problems.0.push(format!(
-                "{file}: does not say \"the {providers} default providers' controllers\""
-            ));
+    for row in settings_doc
+        .lines()
+        .skip_while(|l| !l.starts_with("## The default providers"))
+        .skip_while(|l| !l.starts_with("|---"))
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+    {
+        let kind = row.split('|').nth(2).unwrap_or("").trim();
+        if !known(kind) {
+            problems.push(
+                "docs/settings.md",
+                format!("docs/settings.md: the default providers' row of {kind} has no record"),
+            );
         }
     }
-    if !settings_doc.contains(&format!("the {} kinds", PROVIDERS.len())) {
-        problems.0.push(format!(
-            "docs/settings.md: does not say \"the {} kinds\"",
-            PROVIDERS.len()
-        ));
+    // The README counts the providers' controllers in its settings table.
+    let count = controllers.len() - 1;
+    if !readme.contains(&format!("the {count} default providers' controllers")) {
+        problems.push(
+            "README.md",
+            format!("README.md: does not say \"the {count} default providers' controllers\""),
+        );
     }
-    assert!(problems.0.is_empty(), "{}", problems.0.join("\n"));
+    problems
+}
+
+fn from_checkout(file: &str) -> String {
+    read(file)
+}
+
+#[test]
+fn every_file_that_lists_providers_agrees_with_the_records() {
+    assert_eq!(
+        generate::controller_users(&PROVIDERS),
+        DEFAULT_CONTROLLER_USERS,
+        "the generator's controllerUsers are the policy's default"
+    );
+    let problems = problems(&PROVIDERS, &from_checkout);
+    let problems: Vec<&str> = problems.0.iter().map(|(_, p)| p.as_str()).collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 /// Lookups read a config in its record's version: where tests/crds holds the provider's CRD
@@ -356,5 +418,191 @@ fn the_lookup_version_is_served_by_the_newest_crd_of_the_provider() {
         checked.contains(&"RKE2Config") && checked.contains(&"EKSConfig"),
         "the providers' CRDs were not found in {}: checked only {checked:?}",
         folder.display()
+    );
+}
+
+/// The files `make generate` writes, as they are in the checkout.
+fn generated_files() -> BTreeMap<String, String> {
+    generate::FILES
+        .iter()
+        .map(|f| (f.to_string(), read(f)))
+        .collect()
+}
+
+/// Every generated region holds what the records make of it, and every file has its regions
+/// (without its markers a file would not follow the records). `UPDATE_GENERATED=1`, which
+/// `make generate` sets, writes what differs instead of failing.
+#[test]
+fn the_generated_regions_are_what_the_records_make() {
+    let files = generated_files();
+    for (file, names) in generate::REGIONS {
+        let present = generate::region_names(file, &files[file]);
+        for name in names {
+            assert!(
+                present.iter().any(|p| p == name),
+                "{file} has no generated region {name:?}: put back its two marker lines \
+                 (tests/generate/mod.rs says how they read), then run `{}`",
+                generate::COMMAND
+            );
+        }
+    }
+    let regenerated =
+        generate::regenerate_all(&files, &generate::RECORDS).unwrap_or_else(|e| panic!("{e}"));
+    let mut stale = Vec::new();
+    for (file, new) in &regenerated {
+        let old = &files[file];
+        if old == new {
+            continue;
+        }
+        if std::env::var_os("UPDATE_GENERATED").is_some() {
+            fs::write(root().join(file), new).unwrap_or_else(|e| panic!("{file}: {e}"));
+            eprintln!("make generate: wrote {file}");
+            continue;
+        }
+        let line = old
+            .lines()
+            .zip(new.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| old.lines().count().min(new.lines().count()));
+        stale.push(format!(
+            "{file}:{}: `{}`, the records make `{}`",
+            line + 1,
+            old.lines().nth(line).unwrap_or(""),
+            new.lines().nth(line).unwrap_or("")
+        ));
+    }
+    assert!(
+        stale.is_empty(),
+        "files differ from the provider records (src/capi/providers.rs): run `{}`\n{}",
+        generate::COMMAND,
+        stale.join("\n")
+    );
+}
+
+/// ARCHITECTURE.md's section `### {heading}`, up to the next heading.
+fn architecture_section(heading: &str) -> String {
+    let map = read("ARCHITECTURE.md");
+    let start = map
+        .find(&format!("\n### {heading}\n"))
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section `### {heading}`"));
+    let rest = &map[start + 1..];
+    let end = rest[4..].find("\n#").map_or(rest.len(), |e| e + 4);
+    rest[..end].to_string()
+}
+
+/// The files and folders a section names: its code spans and links that look like paths.
+fn named_paths(section: &str) -> BTreeMap<String, bool> {
+    let mut named = BTreeMap::new();
+    for (i, span) in section.split('`').enumerate() {
+        let looks_like_path = !span.contains(' ')
+            && (span.contains('/')
+                || [".rs", ".md", ".yml", ".yaml", ".py"]
+                    .iter()
+                    .any(|ext| span.ends_with(ext)));
+        if i % 2 == 1 && looks_like_path && !span.contains("://") {
+            named.insert(span.to_string(), root().join(span).exists());
+        }
+    }
+    named
+}
+
+/// What adding a bootstrap provider takes is what ARCHITECTURE.md's "To add a bootstrap
+/// provider" says. With one more record, a provider no file knows yet:
+/// - `make generate` (the generator run on the records and the fake) changes every file it
+///   writes, and ARCHITECTURE.md's list names each of them (step 2);
+/// - every check of tests/providers.rs that still fails on the generated files and the others,
+///   as they are in the checkout, names a file the list names: nothing a new provider needs in
+///   the files these checks read is missing from the list, and what the list leaves to a person
+///   is caught (docs/compared-fields.md and the README's count are);
+/// - every file or folder the list names exists.
+///
+/// It does not prove the steps no check reads (CRDs, scenarios, the prose of rule 8 and of the
+/// release matrix, the cluster test, CHANGELOG.md): the list names them, and the existence of
+/// what it names is checked.
+#[test]
+fn adding_a_provider_touches_what_architecture_md_lists() {
+    use capi_bootstrap_rollout_policy::capi::providers::{Defaulter, Rendering};
+    let list = architecture_section("To add a bootstrap provider");
+    let named = named_paths(&list);
+    let missing: Vec<&String> = named.iter().filter(|(_, e)| !**e).map(|(p, _)| p).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's \"To add a bootstrap provider\" names what does not exist: {missing:?}"
+    );
+    assert!(list.contains(&format!("`{}`", generate::COMMAND)));
+
+    let mut providers: Vec<Provider> = PROVIDERS.into_iter().collect();
+    providers.push(Provider {
+        clusterctl: "example",
+        config_kind: "ExampleConfig",
+        lookup_version: Some("v1alpha1"),
+        controller: "system:serviceaccount:example-bootstrap-system:example-bootstrap-manager",
+        machine_only: &[],
+        fill_once: &[],
+        template_fill_once: &[],
+        template_documented_edit: None,
+        defaulter: Defaulter::None,
+        rendering: Rendering::Once,
+    });
+    let before = generated_files();
+    let records = generate::Records {
+        providers: &providers,
+        infrastructures: generate::RECORDS.infrastructures,
+    };
+    let after = generate::regenerate_all(&before, &records).unwrap_or_else(|e| panic!("{e}"));
+    for file in generate::FILES {
+        assert_ne!(
+            before[file], after[file],
+            "{file}: make generate wrote nothing for the new record"
+        );
+        assert!(
+            named.contains_key(file),
+            "{file} changes with a new record, and ARCHITECTURE.md's list does not name it"
+        );
+    }
+
+    let text = |file: &str| after.get(file).cloned().unwrap_or_else(|| read(file));
+    let problems = problems(&providers, &text);
+    let files: BTreeMap<&str, &str> = problems
+        .0
+        .iter()
+        .map(|(file, what)| (file.as_str(), what.as_str()))
+        .collect();
+    for (file, what) in &files {
+        assert!(
+            named.contains_key(*file),
+            "a new record needs {file}, which ARCHITECTURE.md's list does not name: {what}"
+        );
+    }
+    // Nothing else fails: the generated regions need no hand (the README's count of
+    // controllers is outside its generated RBAC block).
+    assert_eq!(
+        files.keys().copied().collect::<Vec<_>>(),
+        ["README.md", "docs/compared-fields.md"],
+        "what a new record leaves to write by hand: {problems:#?}",
+        problems = problems.0
+    );
+}
+
+/// docs/infrastructure.md's generated table has one row per infrastructure record, saying
+/// what a rotation and an in-place edit do to its existing instances as the record's own texts
+/// say it.
+#[test]
+fn the_infrastructure_table_has_a_row_per_record() {
+    let records = generate::RECORDS;
+    let table = generate::region("infrastructure providers", &records).unwrap();
+    for i in records.infrastructures {
+        let row = table
+            .iter()
+            .find(|l| l.starts_with(&format!("| {} | {} |", i.provider, i.kind)))
+            .unwrap_or_else(|| panic!("no row of {}: {table:#?}", i.kind));
+        assert!(row.contains(&i.after_rotation()), "{row}");
+        assert!(row.contains(&i.after_content_change()), "{row}");
+        assert_eq!(row.matches(" | ").count(), 7, "eight cells: {row}");
+    }
+    assert_eq!(
+        table.iter().filter(|l| l.starts_with("| ")).count(),
+        records.infrastructures.len() + 1,
+        "a header and a row per record"
     );
 }

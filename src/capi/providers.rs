@@ -1,9 +1,10 @@
 //! One record per bootstrap provider: everything the policy knows about a provider's config
 //! kind, in one place. The defaults of `bootstrapConfigKinds`, `kindVersions` and
 //! `controllerUsers`, the non-compared fields of each kind and template, and which defaulter
-//! rewrites a spec are all read from [`PROVIDERS`]; metadata.yml, policy.yaml,
-//! artifacthub-pkg.yml, questions-ui.yml and the docs are held to it by tests/providers.rs.
-//! Adding a provider is one entry here (docs/development.md, "Adding a provider").
+//! rewrites a spec are all read from [`PROVIDERS`]; `make generate` writes the kind lists of
+//! metadata.yml, policy.yaml, artifacthub-pkg.yml, questions-ui.yml and the docs from it, and
+//! tests/providers.rs holds them and the rest to it. Adding a provider is one entry here, then
+//! the steps of ARCHITECTURE.md's "To add a bootstrap provider".
 //!
 //! Read from the providers' code, late 2026 (each fact cites its source in its record):
 //! - CABPK (KubeadmConfig): the token, rotated every ~7.5 min, is machine-only; the discovery

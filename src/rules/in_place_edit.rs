@@ -444,25 +444,24 @@ mod tests {
         );
     }
 
-    #[rstest]
-    fn token_is_only_machine_only_for_kubeadm(
-        #[values(
-            "EKSConfig",
-            "NodeadmConfig",
-            "RKE2Config",
-            "K0sWorkerConfig",
-            "KThreesConfig",
-            "MicroK8sConfig",
-            "TalosConfig"
-        )]
-        kind: &str,
-    ) {
-        let old = joined(json!({"token": "a"}));
-        let new = joined(json!({"token": "b"}));
-        assert_eq!(
-            changes(kind, old, new),
-            ["spec.joinConfiguration.discovery.bootstrapToken.token changed"]
-        );
+    /// Every record but kubeadm's (read from the records, so a new provider is covered).
+    #[test]
+    fn token_is_only_machine_only_for_kubeadm() {
+        let others: Vec<&str> = crate::capi::providers::PROVIDERS
+            .iter()
+            .map(|p| p.config_kind)
+            .filter(|kind| *kind != "KubeadmConfig")
+            .collect();
+        assert!(others.len() >= 7, "{others:?}");
+        for kind in others {
+            let old = joined(json!({"token": "a"}));
+            let new = joined(json!({"token": "b"}));
+            assert_eq!(
+                changes(kind, old, new),
+                ["spec.joinConfiguration.discovery.bootstrapToken.token changed"],
+                "{kind}"
+            );
+        }
     }
 
     #[rstest]
