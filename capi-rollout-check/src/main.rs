@@ -5,7 +5,8 @@
 //!
 //! Exit codes: 0 nothing rejected (warnings allowed), 1 something would be rejected, 2 the input
 //! or the settings could not be read. The `settings` subcommand checks a policy manifest's
-//! settings before `kubectl apply` (settings_check.rs), `rotate` does a rotation (rotate/).
+//! settings before `kubectl apply` (settings_check.rs), `rotate` does a rotation (rotate/), `drift`
+//! finds the pools whose instances run older bootstrap data (the library's drift/).
 
 mod check;
 mod lookups;
@@ -89,6 +90,52 @@ enum Command {
                       \x20         kustomize build deploy/ | capi-rollout-check settings -"
     )]
     Settings(SettingsArgs),
+    /// Find the MachinePools whose instances run older bootstrap data than their config says
+    /// (read-only): the verdict, what made it, and the fix to run.
+    #[command(
+        after_help = "Exit codes: 0 nothing is stale, 1 a pool is stale, 2 an error (kubectl, a pool not \
+                      found, a usage error).\n\n\
+                      Examples:  capi-rollout-check drift -n fleet\n\
+                      \x20          capi-rollout-check drift -A -o json\n\
+                      \x20          capi-rollout-check drift machinepool/pool-1 machinepool/pool-2 -n fleet"
+    )]
+    Drift(DriftArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DriftArgs {
+    /// Only these pools (machinepool/NAME), in the namespace of -n (or the context's).
+    #[arg(value_name = "machinepool/NAME")]
+    pools: Vec<String>,
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    /// Every namespace.
+    #[arg(short = 'A', long = "all-namespaces", conflicts_with = "namespace")]
+    all_namespaces: bool,
+    #[arg(long)]
+    context: Option<String>,
+    #[arg(long)]
+    kubeconfig: Option<String>,
+    /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
+    #[arg(long)]
+    kubectl: Option<String>,
+    /// table (for people) or json (for tools: docs/drift.md has the schema).
+    #[arg(short = 'o', long, value_enum, default_value_t = DriftOutput::Table)]
+    output: DriftOutput,
+    /// The time to judge at (RFC 3339), instead of the clock: for reproducible output.
+    #[arg(long, hide = true, value_parser = parse_time)]
+    now: Option<i64>,
+}
+
+fn parse_time(text: &str) -> std::result::Result<i64, String> {
+    capi_rollout_check::drift::time::parse(text)
+        .ok_or_else(|| format!("{text:?}: an RFC 3339 time, e.g. 2026-12-06T02:40:00Z"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DriftOutput {
+    Table,
+    Json,
 }
 
 #[derive(clap::Args, Debug)]
@@ -288,6 +335,62 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
     }
 }
 
+fn run_drift(args: &DriftArgs) -> ExitCode {
+    use capi_rollout_check::drift::{self, kube, render};
+    let kubectl = kube::Kubectl {
+        program: args
+            .kubectl
+            .clone()
+            .or_else(|| std::env::var("KUBECTL").ok())
+            .unwrap_or_else(|| "kubectl".into()),
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    let mut cluster_flags = String::new();
+    if let Some(k) = &args.kubeconfig {
+        cluster_flags.push_str(&format!(" --kubeconfig {k}"));
+    }
+    if let Some(c) = &args.context {
+        cluster_flags.push_str(&format!(" --context {c}"));
+    }
+    let now = args.now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    });
+    let request = kube::Request {
+        scope: if args.all_namespaces {
+            kube::Scope::All
+        } else {
+            kube::Scope::Namespace(args.namespace.clone())
+        },
+        pools: &args.pools,
+        now,
+        cluster_flags,
+        reissue_flag: drift::REISSUE_FLAG,
+    };
+    match kube::drift(&kubectl, &request) {
+        Ok(report) => {
+            print!(
+                "{}",
+                match args.output {
+                    DriftOutput::Table => render::table(&report),
+                    DriftOutput::Json => render::json(&report),
+                }
+            );
+            if report.count(drift::analysis::Verdict::Stale) > 0 {
+                ExitCode::from(drift::EXIT_STALE)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("capi-rollout-check drift: {e}");
+            ExitCode::from(drift::EXIT_ERROR)
+        }
+    }
+}
+
 fn run_settings(args: &SettingsArgs) -> ExitCode {
     let github = args.output == SettingsOutput::Github;
     let mut outcome = settings_check::Outcome::default();
@@ -407,6 +510,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Rotate(args)) => return run_rotate(args),
         Some(Command::Settings(args)) => return run_settings(args),
+        Some(Command::Drift(args)) => return run_drift(args),
         None => {}
     }
     match run(&cli) {

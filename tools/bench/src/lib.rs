@@ -2,6 +2,7 @@
 //! size and memory, written into docs/performance.md. Nothing here asserts a timing: the numbers are
 //! reported, not tested. [`suite`] runs the rest in order; each module measures one thing.
 
+pub mod drift;
 pub mod inputs;
 pub mod machine;
 pub mod measure;

@@ -39,6 +39,8 @@ pub struct Report {
     pub apiserver_baseline: Option<Vec<CaseResult>>,
     /// The fleet rows' measurements in the baseline module (`--baseline`).
     pub fleet_baseline: Option<Vec<CaseResult>>,
+    /// `capi-rollout-check drift` on one namespace, measured once.
+    pub drift: Option<crate::drift::DriftRow>,
     pub compile: CompileTimes,
     pub compile_baseline: Option<CompileTimes>,
     pub sizes: ModuleSizes,
@@ -307,6 +309,9 @@ pub fn render(report: &Report) -> String {
     if !report.fleet.is_empty() {
         render_fleet(w, report);
     }
+    if let Some(drift) = &report.drift {
+        render_drift(w, drift);
+    }
 
     let _ = writeln!(
         w,
@@ -438,6 +443,31 @@ fn render_fleet(w: &mut String, report: &Report) {
         before_cells(cells, baseline, i, |t| &t.call)
     });
     table(w, &before_head(head, baseline, "wasm call"), rows);
+}
+
+fn render_drift(w: &mut String, d: &crate::drift::DriftRow) {
+    let _ = writeln!(
+        w,
+        "\n### capi-rollout-check drift\n\n`capi-rollout-check drift -n fleet` on one namespace of \
+         {} MachinePools (three Machines each; a quarter clean, a quarter with a rotation not \
+         rolled, half edited in place), measured once: the analysis of the listed objects as \
+         kubectl returns them (managedFields included) and the two renderings. kubectl's lists \
+         (one per kind) are the API server's cost and are left out.\n",
+        d.pools
+    );
+    let head = "MachinePools | objects listed | their JSON | stale | analysis | table | JSON | JSON output";
+    let ms = |t: std::time::Duration| fmt_ns(t.as_nanos() as f64);
+    let row = vec![
+        d.pools.to_string(),
+        d.objects.to_string(),
+        bytes(d.input_bytes),
+        d.stale.to_string(),
+        ms(d.analyze),
+        ms(d.table),
+        ms(d.json),
+        bytes(d.json_bytes),
+    ];
+    table(w, head, std::iter::once(row));
 }
 
 /// Puts `generated` between the markers of `existing` (or builds a new file around it).

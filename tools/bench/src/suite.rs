@@ -144,8 +144,15 @@ pub fn run_suite(options: &Options) -> Result<Report> {
         })
         .collect();
 
+    eprintln!(
+        "bench: capi-rollout-check drift, {} pools, once",
+        crate::drift::DRIFT_POOLS
+    );
+    let drift = Some(crate::drift::measure(crate::drift::DRIFT_POOLS));
+
     Ok(Report {
         machine,
+        drift,
         command: options.command.clone(),
         schedules: (
             Schedule::main(quick).describe(),

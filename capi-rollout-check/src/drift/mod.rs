@@ -1,0 +1,18 @@
+//! `capi-rollout-check drift`: the MachinePools whose instances run older bootstrap data than
+//! their config says, found from what the management cluster records (docs/drift.md). Read-only.
+
+pub mod analysis;
+pub mod kube;
+pub mod records;
+pub mod render;
+pub mod time;
+
+#[cfg(test)]
+mod tests;
+
+/// Exit codes.
+pub const EXIT_STALE: u8 = 1;
+pub const EXIT_ERROR: u8 = 2;
+
+/// Whether `capi-rollout-check rotate --reissue` exists: the fix lines use it, else kubectl.
+pub const REISSUE_FLAG: bool = false;

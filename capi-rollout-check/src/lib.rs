@@ -1,0 +1,3 @@
+//! The library part of capi-rollout-check: what tools (the benchmarks) call directly.
+
+pub mod drift;
