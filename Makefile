@@ -320,12 +320,14 @@ release:
 	$(MAKE) artifacthub-pkg.yml VERSION=$(patsubst v%,%,$(VERSION))
 	@echo "next: git commit -am 'Release v$(patsubst v%,%,$(VERSION))' && git tag v$(patsubst v%,%,$(VERSION)) && git push origin HEAD v$(patsubst v%,%,$(VERSION))"
 
-# The kind lists the records make (src/capi/providers.rs, src/capi/infrastructure.rs): the
-# marked regions of metadata.yml, policy.yaml, questions-ui.yml, docs/settings.md,
-# docs/context-aware.md and the README's lookup RBAC, and artifacthub-pkg.yml's annotations as
-# kwctl writes them from the first and third (tests/generate/); no kwctl needed. Without
-# UPDATE_GENERATED the same test fails, naming `make generate`, when a file differs.
+# What the records make (src/capi/providers.rs, src/capi/infrastructure.rs): the marked regions
+# of metadata.yml, policy.yaml, questions-ui.yml, docs/settings.md, docs/context-aware.md and the
+# README's lookup RBAC, artifacthub-pkg.yml's annotations as kwctl writes them from the first and
+# third (tests/generate/; no kwctl needed), and docs/infrastructure.md's generated part
+# (tests/infrastructure.rs). Without the UPDATE_ variables the same tests fail when a file differs.
 .PHONY: generate
 generate:
 	UPDATE_GENERATED=1 $(CARGO) test -p capi-bootstrap-rollout-policy --test providers -- \
 		--exact the_generated_regions_are_what_the_records_make
+	UPDATE_INFRASTRUCTURE_DOCS=1 $(CARGO) test -p capi-bootstrap-rollout-policy --test infrastructure -- \
+		--exact the_docs_table_is_the_records

@@ -9,31 +9,13 @@
 //! (CI compares the two), so its derived annotations are rewritten whole, as kwctl writes them
 //! from metadata.yml and questions-ui.yml.
 
-#![allow(dead_code)] // each test crate that includes this module uses a part of it
-
 use std::collections::BTreeMap;
 
-use capi_bootstrap_rollout_policy::capi::infrastructure::{Infrastructure, INFRASTRUCTURES};
 use capi_bootstrap_rollout_policy::capi::kinds::{
     BOOTSTRAP_GROUP, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET, TEMPLATE_SUFFIX,
 };
-use capi_bootstrap_rollout_policy::capi::providers::{Provider, CAPI_CORE_CONTROLLER, PROVIDERS};
+use capi_bootstrap_rollout_policy::capi::providers::{Provider, CAPI_CORE_CONTROLLER};
 use capi_bootstrap_rollout_policy::settings::Settings;
-
-mod infrastructure;
-
-/// What the generated regions are made from: the bootstrap provider records and the
-/// infrastructure records.
-pub struct Records<'a> {
-    pub providers: &'a [Provider],
-    pub infrastructures: &'a [Infrastructure],
-}
-
-/// The records of the checkout.
-pub const RECORDS: Records<'static> = Records {
-    providers: &PROVIDERS,
-    infrastructures: &INFRASTRUCTURES,
-};
 
 /// The command that rewrites every generated region.
 pub const COMMAND: &str = "make generate";
@@ -125,8 +107,7 @@ fn paths_questions(setting: &str, providers: &[Provider]) -> Vec<String> {
 }
 
 /// The lines of a region (unindented), or `None` for a name no region has.
-pub fn region(name: &str, records: &Records) -> Option<Vec<String>> {
-    let providers = records.providers;
+pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
     let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
     Some(match name {
         "bootstrap resources" => list(bootstrap_resources(providers)),
@@ -245,7 +226,6 @@ policyServer:
             .map(str::to_string)
             .collect()
         }
-        "infrastructure providers" => infrastructure::table(records.infrastructures),
         _ => return None,
     })
 }
@@ -278,7 +258,7 @@ fn begin_name(file: &str, line: &str) -> Option<String> {
 
 /// The regions of a marked file rewritten from the records. Errors name the file and line: an
 /// unknown region, a region never closed.
-pub fn regenerate_marked(file: &str, text: &str, records: &Records) -> Result<String, String> {
+pub fn regenerate_marked(file: &str, text: &str, providers: &[Provider]) -> Result<String, String> {
     let lines: Vec<&str> = text.split('\n').collect();
     let mut out: Vec<String> = Vec::with_capacity(lines.len());
     let mut i = 0;
@@ -289,7 +269,7 @@ pub fn regenerate_marked(file: &str, text: &str, records: &Records) -> Result<St
         let Some(name) = begin_name(file, line) else {
             continue;
         };
-        let content = region(&name, records)
+        let content = region(&name, providers)
             .ok_or_else(|| format!("{file}:{i}: no generated region is called {name:?}"))?;
         let end = markers(file, &name).1;
         let close = lines[i..]
@@ -439,7 +419,7 @@ pub fn regenerate_artifacthub(
 /// Every file of [`FILES`] as `make generate` leaves it, from `texts` (file -> its content).
 pub fn regenerate_all(
     texts: &BTreeMap<String, String>,
-    records: &Records,
+    providers: &[Provider],
 ) -> Result<BTreeMap<String, String>, String> {
     let mut out: BTreeMap<String, String> = BTreeMap::new();
     for file in FILES {
@@ -447,7 +427,7 @@ pub fn regenerate_all(
         let new = if file == "artifacthub-pkg.yml" {
             regenerate_artifacthub(text, &out["metadata.yml"], &out["questions-ui.yml"])?
         } else {
-            regenerate_marked(file, text, records)?
+            regenerate_marked(file, text, providers)?
         };
         out.insert(file.to_string(), new);
     }
