@@ -202,3 +202,68 @@ fn a_missing_pool_exits_2() {
         "capi-rollout-check drift: MachinePool pool-9 not found in fleet\n"
     );
 }
+
+/// The console block of docs/drift.md that starts with `$ {command}`: the command's output as
+/// the page shows it.
+fn documented_output(command: &str) -> String {
+    let page =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/drift.md")).unwrap();
+    let start = page
+        .find(&format!("$ {command}\n"))
+        .unwrap_or_else(|| panic!("docs/drift.md shows no `$ {command}`"));
+    let block = &page[start + command.len() + 3..];
+    let end = block
+        .find("\n$ ")
+        .into_iter()
+        .chain(block.find("\n```"))
+        .min()
+        .unwrap();
+    format!("{}\n", &block[..end])
+}
+
+/// docs/drift.md's sample output is what the command prints for the objects of
+/// tests/fixtures/drift/sample.json (five pools, at 2026-12-06T02:40:00Z).
+#[test]
+fn the_documented_sample_is_what_the_command_prints() {
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/drift/sample.json"),
+    )
+    .unwrap();
+    let world: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let plurals: Vec<String> = world
+        .iter()
+        .map(|o| format!("{}s", o["kind"].as_str().unwrap().to_lowercase()))
+        .collect();
+    let objects: Vec<(&str, Value)> = plurals
+        .iter()
+        .map(String::as_str)
+        .zip(world.iter().cloned())
+        .collect();
+    let dir = fake_kubectl("sample", &objects, None);
+    let kubectl = dir.join("kubectl").display().to_string();
+    let at = [
+        "--kubectl",
+        kubectl.as_str(),
+        "--now",
+        "2026-12-06T02:40:00Z",
+    ];
+    let table = common::run(&[&["drift", "-n", "fleet"][..], &at].concat(), None);
+    assert_eq!(table.code, 1);
+    assert_eq!(
+        table.stdout,
+        documented_output("capi-rollout-check drift -n fleet")
+    );
+    let json = common::run(
+        &[
+            &["drift", "machinepool/pool-2", "-n", "fleet", "-o", "json"][..],
+            &at,
+        ]
+        .concat(),
+        None,
+    );
+    assert_eq!(json.code, 1);
+    assert_eq!(
+        json.stdout,
+        documented_output("capi-rollout-check drift machinepool/pool-2 -n fleet -o json")
+    );
+}

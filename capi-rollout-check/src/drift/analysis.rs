@@ -556,6 +556,7 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
     let now = inputs.now;
     let ns = meta(pool, "namespace").unwrap_or("").to_string();
     let name = meta(pool, "name")?.to_string();
+    let deleting = pool.pointer("/metadata/deletionTimestamp").is_some();
     let bootstrap_spec = pool.pointer("/spec/template/spec/bootstrap")?;
     let (group, kind, config_name) = reference(bootstrap_spec.get("configRef")?)?;
     let topology = label(pool, TOPOLOGY_OWNED_LABEL).map(|_| Topology {
@@ -623,6 +624,9 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
         Some(instances.len() as u64)
     };
 
+    if deleting {
+        return unknown_pool(report, "the pool is being deleted".into());
+    }
     if let Some(infra) = infra.as_ref().filter(|i| !i.reads) {
         report.confidence.reasons.push(format!(
             "{} never reads bootstrap data: its instances boot without it",
@@ -646,6 +650,19 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             format!("{kind} {ns}/{config_name} has no data Secret yet (no dataSecretName)"),
         );
     };
+    let config_secret = s(config, &["status", "dataSecretName"]);
+    if config_secret != Some(secret_name) {
+        return unknown_pool(
+            report,
+            format!(
+                "a rotation in progress: the pool still has data Secret {secret_name}, {kind} {config_name} {}",
+                config_secret.map_or_else(
+                    || "has none yet".to_string(),
+                    |c| format!("has {c}, which CAPI has not copied into the pool yet")
+                )
+            ),
+        );
+    }
     let Some(secret) = index
         .secrets
         .get(&(ns.clone(), secret_name.to_string()))
@@ -1106,14 +1123,17 @@ fn fix_lines(
         if reissue {
             lines.push(format!("# once CAPI has copied the new dataSecretName into the pool ({}: existing instances keep their data):", report.infra_kind.as_deref().unwrap_or("the infrastructure")));
         }
-        let machines = report.instances.source.as_deref() == Some("Machine")
-            || report
-                .infra
-                .as_ref()
-                .is_some_and(|i| i.instance_kind.is_some());
         match report.infra.as_ref() {
-            Some(infra) if !machines => lines.push(format!(
-                "# {} makes no MachinePool Machines to replace: {}",
+            Some(infra) if infra.deletes_machines => {
+                lines.push(format!("capi-rollout-check roll machinepool/{name} -n {ns}{flags}"))
+            }
+            Some(infra) if infra.replacement_disabled_by.is_some() => lines.push(format!(
+                "# {} has {}: true, so it replaces no instance on a rotation: start an instance refresh of its Auto Scaling group, or unset it before the rotation",
+                infra.kind,
+                infra.replacement_disabled_by.unwrap_or_default()
+            )),
+            Some(infra) => lines.push(format!(
+                "# {}: no MachinePool Machine to delete for it; by hand: {}",
                 infra.kind,
                 infra.manual.unwrap_or("replace the instances from the provider's side")
             )),
@@ -1121,7 +1141,6 @@ fn fix_lines(
                 "# {} is not in the infrastructure records: replace the instances launched before the data Secret as its provider allows",
                 report.infra_kind.as_deref().unwrap_or("the infrastructure")
             )),
-            Some(_) => lines.push(format!("capi-rollout-check roll machinepool/{name} -n {ns}{flags}")),
         }
     }
     lines

@@ -50,6 +50,10 @@ pub struct Infra {
     /// What the person does to replace instances, when the provider documents no command
     /// (`Replacement::Manual`).
     pub manual: Option<&'static str>,
+    /// Deleting MachinePool Machines replaces instances (what `capi-rollout-check roll` does).
+    pub deletes_machines: bool,
+    /// The knob that turned the provider's own replacement off, when it is set.
+    pub replacement_disabled_by: Option<&'static str>,
 }
 
 pub fn bootstrap(config_kind: &str) -> Option<Bootstrap> {
@@ -74,12 +78,13 @@ pub fn infra(group: &str, kind: &str, object: Option<&Value>) -> Option<Infra> {
         ReadsBootstrapData::Never => false,
         ReadsBootstrapData::When(path) => field(object, path).is_some(),
     };
-    let disabled = match record.replacement {
+    let disabled_by = match record.replacement {
         Replacement::ByProviderOnRotation {
             disabled_by: Some(path),
-        } => field(object, path) == Some(&Value::Bool(true)),
-        _ => false,
+        } if field(object, path) == Some(&Value::Bool(true)) => Some(path),
+        _ => None,
     };
+    let disabled = disabled_by.is_some();
     let on_rotation = match (reads, record.on_rotation, disabled) {
         (false, _, _) => Effect::NotRead,
         (_, Effect::ReplacesExisting, true) => Effect::NewInstancesOnly,
@@ -100,5 +105,10 @@ pub fn infra(group: &str, kind: &str, object: Option<&Value>) -> Option<Infra> {
             Replacement::Manual { instructions } => Some(instructions),
             _ => None,
         },
+        deletes_machines: matches!(
+            record.replacement,
+            Replacement::DeleteMachinePoolMachines { .. }
+        ),
+        replacement_disabled_by: disabled_by,
     })
 }

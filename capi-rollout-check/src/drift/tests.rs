@@ -215,7 +215,7 @@ const WAIT: &str = "replaces";
 #[case::rotation_refresh_disabled(
     World::pool(&Pool::new("KubeadmConfig", "AWSMachinePool"), 100, vec![], 101, 290).machines(&[2, 102])
         .with(|w| w.infra_pools[0]["spec"] = json!({"refreshPreferences": {"disable": true}})),
-    "stale", "exact", "1/2", &["rotation-not-rolled"], &[ROLL])]
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &["# AWSMachinePool has spec.refreshPreferences.disable: true, so it replaces no instance on a rotation"])]
 // CABPK: an edit already in the Secret; the Machine launched before it never got it, the one
 // launched between the edit and the write might have, the one after has it.
 #[case::edit_in_secret_render_window(
@@ -309,12 +309,30 @@ const WAIT: &str = "replaces";
 #[case::unknown_infrastructure(
     World::pool(&Pool::new("KubeadmConfig", "AcmeMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
     "stale", "unknown", "1/2", &["rotation-not-rolled"], &["# AcmeMachinePool is not in the infrastructure records"])]
+// CAPOCI has MachinePool Machines, but deleting one leaves its instance running: by hand.
+#[case::machines_that_do_not_replace(
+    World::pool(&Pool::new("KubeadmConfig", "OCIMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &["# OCIMachinePool: no MachinePool Machine to delete for it; by hand: drain the nodes, then detach"])]
 // CAPG makes no MachinePool Machines: the record's instructions, by hand.
 #[case::manual_replacement(
     World::pool(&Pool::new("RKE2Config", "GCPMachinePool"), 0, vec![entry("kubectl-edit", "Update", 200, spec_files())], 1, 1),
-    "stale", "exact", "all 3+new", &["in-place-edit"], &[REISSUE, "# GCPMachinePool makes no MachinePool Machines to replace: replace the managed instance group's VMs"])]
+    "stale", "exact", "all 3+new", &["in-place-edit"], &[REISSUE, "# GCPMachinePool: no MachinePool Machine to delete for it; by hand: drain the nodes"])]
 #[case::config_not_found(
     World::pool(&kubeadm_docker(), 0, vec![], 1, 290).machines(&[2]).with(|w| w.configs.clear()),
+    "unknown", "unknown", "0/1", &[], &[])]
+// The pool was repointed and CAPI has not copied the new config's data Secret yet: the new
+// config's creation is no edit of the old data.
+#[case::rotation_in_progress(
+    World::pool(&kubeadm_docker(), 100, vec![], 1, 290).machines(&[2])
+        .with(|w| w.configs[0]["status"] = json!({})),
+    "unknown", "unknown", "0/1", &[], &[])]
+#[case::rotation_not_taken_up(
+    World::pool(&kubeadm_docker(), 100, vec![], 1, 290).machines(&[2])
+        .with(|w| w.configs[0]["status"]["dataSecretName"] = json!("pool-1-b")),
+    "unknown", "unknown", "0/1", &[], &[])]
+#[case::being_deleted(
+    World::pool(&kubeadm_docker(), 100, vec![], 101, 290).machines(&[2])
+        .with(|w| w.pools[0]["metadata"]["deletionTimestamp"] = json!(at(299))),
     "unknown", "unknown", "0/1", &[], &[])]
 // CAPZ's own instances when there are no MachinePool Machines.
 #[case::infra_instances_instead_of_machines(
@@ -644,6 +662,7 @@ fn fleet_of(count: usize) -> World {
         for o in one.configs.iter_mut().chain(&mut one.secrets) {
             o["metadata"]["name"] = json!(format!("{name}-a"));
         }
+        one.configs[0]["status"]["dataSecretName"] = json!(format!("{name}-a"));
         one.pools[0]["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] =
             json!(format!("{name}-a"));
         one.pools[0]["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] =
@@ -838,4 +857,35 @@ fn a_render_once_edit_names_why_each_instance_is_stale() {
     );
     assert!(p.instances.every_future);
     assert_eq!(p.causes[0].in_data_secret, Some(false));
+}
+
+#[test]
+fn with_rotate_reissue_the_fix_is_one_rotate_line() {
+    let world = World::pool(
+        &Pool::new("RKE2Config", "DockerMachinePool"),
+        0,
+        vec![entry("kubectl-edit", "Update", 200, spec_files())],
+        1,
+        1,
+    )
+    .machines(&[2]);
+    let report = analyze(&Inputs {
+        now: T0 + NOW * 60,
+        pools: &world.pools,
+        configs: &world.configs,
+        secrets: &world.secrets,
+        machines: &world.machines,
+        infra_pools: &world.infra_pools,
+        infra_instances: &world.infra_instances,
+        cluster_flags: " --context prod".into(),
+        reissue_flag: true,
+    });
+    assert_eq!(
+        report.pools[0].fix,
+        [
+            "capi-rollout-check rotate machinepool/pool-1 -n fleet --reissue --context prod",
+            "# once CAPI has copied the new dataSecretName into the pool (DockerMachinePool: existing instances keep their data):",
+            "capi-rollout-check roll machinepool/pool-1 -n fleet --context prod",
+        ]
+    );
 }
