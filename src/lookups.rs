@@ -452,6 +452,43 @@ mod tests {
         assert!(pools[0].data_secret_name.unwrap().is("x"));
     }
 
+    /// A pool's infrastructureRef is read as its configRef: v1beta2 `apiGroup`, v1beta1
+    /// `apiVersion`; absent, null or not an object, no kind; a second `spec` replaces the first.
+    #[rstest::rstest]
+    #[case::v1beta2(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureMachinePool", "name": "p"}), ("infrastructure.cluster.x-k8s.io", "AzureMachinePool"))]
+    #[case::v1beta1(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "DockerMachinePool", "name": "p"}), ("infrastructure.cluster.x-k8s.io", "DockerMachinePool"))]
+    #[case::both_group_wins(json!({"apiGroup": "a.example", "apiVersion": "b.example/v1", "kind": "K"}), ("a.example", "K"))]
+    #[case::null(json!(null), ("", ""))]
+    #[case::a_string(json!("AzureMachinePool"), ("", ""))]
+    fn the_infrastructure_ref_is_read(
+        #[case] infrastructure_ref: Value,
+        #[case] expected: (&str, &str),
+    ) {
+        let mut item = pool("p", json!({"kind": "KubeadmConfig", "name": "kc-1"}));
+        item["spec"]["template"]["spec"]["infrastructureRef"] = infrastructure_ref;
+        let answer = list_answer(&[item]);
+        let pools = consumers_in(&answer, "MachinePool").unwrap();
+        let group_kind = pools[0].infrastructure();
+        assert_eq!((&*group_kind.group, &*group_kind.kind), expected);
+        assert_eq!(
+            pools[0]
+                .config_ref
+                .flatten()
+                .and_then(|r| r.name)
+                .map(|n| n.to_str().into_owned()),
+            Some("kc-1".to_string())
+        );
+    }
+
+    #[test]
+    fn a_second_spec_replaces_the_infrastructure_ref_too() {
+        let answer = br#"{"items": [{"spec": {"template": {"spec": {"infrastructureRef": {"kind": "AzureMachinePool"}}}},
+            "spec": {"template": {"spec": {"bootstrap": {"dataSecretName": "x"}}}}}]}"#;
+        let pools = consumers_in(answer, "MachinePool").unwrap();
+        assert_eq!(pools[0].infrastructure_ref, None);
+        assert!(pools[0].data_secret_name.unwrap().is("x"));
+    }
+
     #[test]
     fn unreadable_answers_are_failed_lookups() {
         assert_eq!(
