@@ -139,7 +139,7 @@ func (s *stack) applyPolicy(t *testing.T) {
 	s.Registry = s.StartRegistry()
 	sources := s.Artifacts.Path("kwctl-sources.yaml")
 	framework.Must(t, os.WriteFile(sources, []byte(fmt.Sprintf("insecure_sources: [%q]\n", s.Registry)), 0o644))
-	// The README's commands: `make` (ANNOTATED_POLICY, built by `make cluster-test`), kwctl push
+	// docs/operations.md's commands: `make` (ANNOTATED_POLICY, built by `make cluster-test`), kwctl push
 	// to the person's own registry, module: pointed there, capi-rollout-check settings,
 	// kubectl apply.
 	module, err := filepath.Abs(filepath.Join("..", "annotated-policy.wasm"))
@@ -398,7 +398,7 @@ func (s *stack) protect(t *testing.T) {
 	s.CheckControllersAdmitted(t, since)
 }
 
-// protectToMonitor: the README's "protect -> monitor is refused by Kubewarden", as a GitOps
+// protectToMonitor: docs/operations.md's "protect -> monitor is refused by Kubewarden", as a GitOps
 // user meets it (a file still saying mode: monitor applied once the policy is in protect), by
 // the controller's validating webhook for ClusterAdmissionPolicies (the controller chart's
 // vclusteradmissionpolicy.kb.io, served by the controller's process): kubectl prints the
@@ -782,7 +782,7 @@ func (s *stack) newModuleTag(t *testing.T) {
 	s.CheckControllersAdmitted(t, since)
 }
 
-// settingsMistake: the README's warning that Kubewarden takes any settings on apply, as a
+// settingsMistake: docs/operations.md's warning that Kubewarden takes any settings on apply, as a
 // person meets it. While the policy is in protect and CABPK rotates the pool's token, the
 // person applies a second ClusterAdmissionPolicy of the same module (their policy.yaml under
 // another name) with a misspelt key, `inPlaceEdit: reject`, then a third with a bad value,
@@ -844,7 +844,7 @@ func (s *stack) settingsMistake(t *testing.T) {
 			if !slices.ContainsFunc(keys, func(key string) bool { return strings.Contains(line, key) }) {
 				t.Errorf("policy-server's exit names none of %q: %s", keys, line)
 			}
-			// The README: the line names the problem, not the policy.
+			// docs/operations.md: the line names the problem, not the policy.
 			if slices.ContainsFunc(names, func(name string) bool { return strings.Contains(line, name) }) {
 				t.Errorf("policy-server's exit names the policy: %s", line)
 			}
@@ -1011,7 +1011,7 @@ func (s *stack) checkPoliciesWhileBad(t *testing.T, name, key string) {
 		t.Errorf("ClusterAdmissionPolicy %s: PolicyActive %q, want False", name, c)
 	}
 	if strings.Contains(statusText, key) {
-		t.Errorf("the status of ClusterAdmissionPolicy %s names the key %s (the README says only the Pod's log does): %s", name, key, statusText)
+		t.Errorf("the status of ClusterAdmissionPolicy %s names the key %s (docs/operations.md says only the Pod's log does): %s", name, key, statusText)
 	}
 	webhook := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := s.CP.Client.Get(context.Background(), client.ObjectKey{Name: "clusterwide-" + name}, webhook); !apierrors.IsNotFound(err) {

@@ -1301,13 +1301,13 @@ fn context_aware_resources_are_what_the_lookups_ask_for() {
     );
 }
 
-/// The README's word on `kwctl scaffold manifest`: what it writes from the annotated module
-/// differs from policy.yaml in its name and in exactly the fields the README lists (the module
+/// docs/operations.md's word on `kwctl scaffold manifest`: what it writes from the annotated
+/// module differs from policy.yaml in its name and in exactly the fields that page lists (the module
 /// and the settings aside: its `{}` are the defaults policy.yaml spells out; an absent
 /// `backgroundAudit` is Kubewarden's default, true). With KWCTL and ANNOTATED_POLICY (as
 /// `.ci/run` gives them); without kwctl there is no scaffold to compare.
 #[test]
-fn kwctl_scaffold_manifest_differs_from_policy_yaml_as_the_readme_says() {
+fn kwctl_scaffold_manifest_differs_from_policy_yaml_as_docs_operations_says() {
     let (Some(kwctl), Some(module)) = (
         std::env::var_os("KWCTL").filter(|k| !k.is_empty()),
         std::env::var_os("ANNOTATED_POLICY").filter(|m| !m.is_empty()),
@@ -1355,14 +1355,14 @@ fn kwctl_scaffold_manifest_differs_from_policy_yaml_as_the_readme_says() {
             "mode",
             "timeoutSeconds"
         ],
-        "the README's Install section lists what kwctl scaffold manifest lacks: fix it"
+        "docs/operations.md lists what kwctl scaffold manifest lacks: fix it"
     );
     assert_eq!(
         scaffold["metadata"]["name"],
         "capi-bootstrap-rollout-policy"
     );
     assert_ne!(scaffold["metadata"]["name"], policy["metadata"]["name"]);
-    assert!(read("README.md").contains(
+    assert!(read("docs/operations.md").contains(
         "`capi-bootstrap-rollout-policy` and lacks policy.yaml's `failurePolicy: Ignore`, `timeoutSeconds`,\n\
          `matchConditions`, `mode: monitor` and `contextAwareResources`"
     ));
