@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::records::{self, Bootstrap, Effect, Rendering};
+use super::records::{self, Bootstrap, Effect, Infra};
 use super::time;
 
 /// CABPK's longest wait between an edit and the data Secret's re-render: the next token
@@ -34,6 +34,7 @@ pub const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
 pub const TOPOLOGY_POOL_LABEL: &str = "topology.cluster.x-k8s.io/pool-name";
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
+mod cause;
 mod fix;
 mod managed_fields;
 mod objects;
@@ -50,7 +51,7 @@ pub use report::{
 };
 
 use fix::fix_lines;
-use managed_fields::{entries, owns_data, owns_spec};
+use managed_fields::{entries, owns_data, owns_spec, Entry};
 use objects::{created, key, label, meta, reference, s, Index};
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -92,18 +93,88 @@ impl Judgement {
     }
 }
 
-fn unknown_pool(base: PoolReport, reason: String) -> Option<PoolReport> {
-    Some(PoolReport {
-        verdict: Verdict::Unknown,
-        confidence: Confidence {
-            level: Level::Unknown,
-            reasons: vec![reason],
-        },
-        ..base
-    })
+/// Makes `report` the report of a pool whose drift cannot be told, and why; `None`: no more
+/// to read.
+fn unknown_pool<T>(report: &mut PoolReport, reason: String) -> Option<T> {
+    report.verdict = Verdict::Unknown;
+    report.confidence = Confidence {
+        level: Level::Unknown,
+        reasons: vec![reason],
+    };
+    None
 }
 
+/// What a pool names and holds, read before any judgement.
+struct Pool<'a> {
+    now: i64,
+    ns: String,
+    name: String,
+    kind: String,
+    config_name: String,
+    pool: &'a Value,
+    bootstrap_spec: &'a Value,
+    deleting: bool,
+    infra_ref: Option<(String, String, String)>,
+    infra: Option<Infra>,
+    infra_label: String,
+    bootstrap: Option<Bootstrap>,
+    instances: Vec<Instance>,
+    replicas: Option<u64>,
+}
+
+/// The pool's config and data Secret, with the Secret's two times.
+struct Data<'a> {
+    config: &'a Value,
+    secret_name: String,
+    secret_created: i64,
+    content_written: i64,
+}
+
+/// One pool, step by step: what it names and holds, its config and data Secret, what the
+/// config's history hides, the causes (an edit, a rotation not rolled), then the verdict.
 fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolReport> {
+    let (mut report, p) = read_pool(inputs, index, pool)?;
+    let Some(d) = read_data(index, &p, &mut report) else {
+        return Some(report);
+    };
+    let mut j = Judgement {
+        stale: BTreeMap::new(),
+        every_future: false,
+        levels: Vec::new(),
+        causes: Vec::new(),
+        reissue: false,
+        roll: false,
+        wait: Vec::new(),
+    };
+    let config_entries = entries(d.config);
+    history_levels(&d, &config_entries, &mut j);
+    let edit = last_edit(&d, &config_entries);
+    if let Some(edit) = edit {
+        cause::edit_cause(&p, &d, edit, &mut j);
+    }
+    cause::rotation_cause(&p, &d, &mut j);
+    let infra = &p.infra;
+    if j.reissue
+        && infra
+            .as_ref()
+            .is_some_and(|i| i.on_rotation == Effect::NewInstancesOnly)
+    {
+        j.roll = true;
+    }
+    if p.instances.is_empty() {
+        report.instances.source = None;
+        no_instance_ages(&p, &d, edit, &mut j);
+    }
+    verdict(inputs, &p, &d, edit, j, &mut report);
+    Some(report)
+}
+
+/// The pool's references, records and instances; `None` for a pool without a `configRef`.
+fn read_pool<'a>(
+    inputs: &Inputs,
+    index: &Index<'a>,
+    pool: &'a Value,
+) -> Option<(PoolReport, Pool<'a>)> {
     let now = inputs.now;
     let ns = meta(pool, "namespace").unwrap_or("").to_string();
     let name = meta(pool, "name")?.to_string();
@@ -174,7 +245,36 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
     } else {
         Some(instances.len() as u64)
     };
+    let infra_label = infra
+        .as_ref()
+        .map(|i| i.kind.clone())
+        .or_else(|| report.infra_kind.clone())
+        .unwrap_or_else(|| "its infrastructure".into());
+    let pool = Pool {
+        now,
+        ns,
+        name,
+        kind,
+        config_name,
+        pool,
+        bootstrap_spec,
+        deleting,
+        infra_ref,
+        infra,
+        infra_label,
+        bootstrap,
+        instances,
+        replicas,
+    };
+    Some((report, pool))
+}
 
+/// The config and its data Secret; `None` when the pool cannot be judged further (being
+/// deleted, never reading bootstrap data, a missing object, a rotation in progress): `report`
+/// then says why.
+fn read_data<'a>(index: &Index<'a>, p: &Pool<'a>, report: &mut PoolReport) -> Option<Data<'a>> {
+    let (ns, kind, config_name) = (&p.ns, &p.kind, &p.config_name);
+    let (deleting, infra, bootstrap_spec) = (p.deleting, &p.infra, p.bootstrap_spec);
     if deleting {
         return unknown_pool(report, "the pool is being deleted".into());
     }
@@ -183,9 +283,9 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             "{} never reads bootstrap data: its instances boot without it",
             infra.kind
         ));
-        return Some(report);
+        return None;
     }
-    let Some(config) = index.configs.get(&key(&kind, &ns, &config_name)).copied() else {
+    let Some(config) = index.configs.get(&key(kind, ns, config_name)).copied() else {
         return unknown_pool(
             report,
             format!("{kind} {ns}/{config_name} (its configRef) was not found"),
@@ -242,17 +342,18 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             format!("the data Secret {ns}/{secret_name} has no creationTimestamp"),
         );
     };
-
-    let mut j = Judgement {
-        stale: BTreeMap::new(),
-        every_future: false,
-        levels: Vec::new(),
-        causes: Vec::new(),
-        reissue: false,
-        roll: false,
-        wait: Vec::new(),
+    let data = Data {
+        config,
+        secret_name: secret_name.to_string(),
+        secret_created,
+        content_written,
     };
-    let config_entries = entries(config);
+    Some(data)
+}
+
+/// What the config's managedFields cannot tell: a clusterctl move, edits merged away.
+fn history_levels(d: &Data, config_entries: &[Entry], j: &mut Judgement) {
+    let secret_created = d.secret_created;
     if let Some(moved) = config_entries.iter().find(|e| e.manager == CLUSTERCTL) {
         j.levels.push((
             Level::Unknown,
@@ -273,10 +374,13 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
             ));
         }
     }
+}
 
-    // The last spec change by a person or the topology controller after the data Secret was
-    // created (edits before it are in it).
-    let edit = config_entries
+/// The last spec change by a person or the topology controller after the data Secret was
+/// created (edits before it are in it).
+fn last_edit<'e>(d: &Data, config_entries: &'e [Entry]) -> Option<&'e Entry> {
+    let secret_created = d.secret_created;
+    config_entries
         .iter()
         .filter(|e| {
             owns_spec(e)
@@ -285,298 +389,55 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
                 && e.manager != CLUSTERCTL
         })
         .filter(|e| e.time.is_some_and(|t| t > secret_created))
-        .max_by_key(|e| e.time);
-    let infra_label = infra
-        .as_ref()
-        .map(|i| i.kind.clone())
-        .or_else(|| report.infra_kind.clone())
-        .unwrap_or_else(|| "its infrastructure".into());
+        .max_by_key(|e| e.time)
+}
 
-    if let Some(edit) = edit {
-        let at = edit.time.unwrap_or_default();
-        let in_secret = content_written >= at;
-        let topology_patch = edit.manager == TOPOLOGY_MANAGER;
-        let mut summary = format!(
-            "{} of {kind} {config_name} by {} ({}) at {}",
-            if topology_patch {
-                "topology patch"
-            } else {
-                "in-place edit"
-            },
-            edit.manager,
-            edit.operation,
-            time::format(at)
-        );
-        let paths = leaf_paths(&edit.fields, "spec");
-        // Instances launched before the edit never got it.
-        for i in instances
-            .iter()
-            .filter(|i| i.launched < at && i.launched >= secret_created)
-        {
-            j.mark(i, StaleBecause::Edit, true);
-        }
-        let token_discovery = config
-            .pointer("/spec/joinConfiguration/discovery/bootstrapToken")
-            .is_some()
-            && config
-                .pointer("/spec/joinConfiguration/discovery/file")
-                .is_none();
-        let node_refs = pool
-            .pointer("/status/nodeRefs")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty());
-        let mut rerendered = in_secret;
-        if in_secret {
-            summary.push_str(&format!(
-                "; in the data Secret since {} at the latest",
-                time::format(content_written)
-            ));
-            // Launched between the edit and the write that carried it: old data or new.
-            let window_end = match bootstrap.map(|b| b.rendering) {
-                Some(Rendering::AtTokenRotation) if token_discovery => {
-                    content_written.min(at + TOKEN_ROTATION_BOUND)
-                }
-                _ => content_written,
-            };
-            let window: Vec<&Instance> = instances
-                .iter()
-                .filter(|i| i.launched >= at && i.launched < window_end)
-                .collect();
-            for i in &window {
-                j.mark(i, StaleBecause::RenderWindow, false);
-            }
-            if !window.is_empty() {
-                j.levels.push((
-                    Level::Bounded,
-                    format!(
-                        "{} launched between the edit ({}) and the data Secret's write (by {}): each has the old data or the new",
-                        plural(window.len(), "instance", "instances"),
-                        time::format(at),
-                        time::format(window_end)
-                    ),
-                ));
-            }
-        } else {
-            summary.push_str(&format!(
-                "; not in the data Secret (last written {})",
-                time::format(content_written)
-            ));
-            for i in &instances {
-                if i.launched >= at {
-                    j.mark(i, StaleBecause::DataWithoutEdit, true);
-                }
-            }
-            match bootstrap {
-                Some(Bootstrap {
-                    rendering: Rendering::Once,
-                    provider,
-                }) => {
-                    j.every_future = true;
-                    j.levels.push((
-                        Level::Exact,
-                        format!("{kind} ({provider}) renders its data Secret once: the edit reaches no instance, not even new ones, until a rotation"),
-                    ));
-                }
-                Some(Bootstrap {
-                    rendering: Rendering::AtTokenRotation,
-                    ..
-                }) => {
-                    if !(node_refs && token_discovery) {
-                        j.every_future = true;
-                        j.levels.push((
-                            Level::Exact,
-                            format!(
-                                "CABPK re-renders a MachinePool's data Secret only at a token rotation, while the pool has nodeRefs and uses token discovery; this pool {}: no instance, now or future, gets the edit until a rotation",
-                                if !token_discovery { "uses file discovery" } else { "has no nodeRefs" }
-                            ),
-                        ));
-                    } else if now < at + TOKEN_ROTATION_BOUND {
-                        rerendered = true;
-                        j.levels.push((
-                            Level::Bounded,
-                            format!(
-                                "CABPK writes the edit into the data Secret at its next token rotation, by {} (10-12.5 min after the edit); instances launched until then take the old data too",
-                                time::format(at + TOKEN_ROTATION_BOUND)
-                            ),
-                        ));
-                    } else {
-                        j.every_future = true;
-                        j.levels.push((
-                            Level::Unknown,
-                            format!(
-                                "CABPK should have re-rendered the data Secret by {} and has not: is its controller running?",
-                                time::format(at + TOKEN_ROTATION_BOUND)
-                            ),
-                        ));
-                    }
-                }
-                Some(Bootstrap {
-                    rendering: Rendering::EveryReconcile,
-                    ..
-                }) => {
-                    if now < at + RECONCILE_BOUND {
-                        rerendered = true;
-                        j.levels.push((
-                            Level::Bounded,
-                            format!(
-                                "{kind} writes the edit into the data Secret at its next reconcile, by about {}",
-                                time::format(at + RECONCILE_BOUND)
-                            ),
-                        ));
-                    } else {
-                        // No write: the rendered bytes did not change, or nothing reconciles.
-                        for i in &instances {
-                            if let Some(s) = j.stale.get_mut(&i.name) {
-                                s.certain = false;
-                            }
-                        }
-                        j.levels.push((
-                            Level::Unknown,
-                            format!(
-                                "{kind} re-renders on every reconcile and writes only changed bytes: no write since the edit means it changed nothing in the data (a field the provider ignores) or its controller is not reconciling"
-                            ),
-                        ));
-                    }
-                }
-                None => {
-                    j.every_future = true;
-                    j.levels.push((
-                        Level::Unknown,
-                        format!("{kind}'s bootstrap provider is not in the records: when it renders an edit is not known"),
-                    ));
-                }
-            }
-        }
-        let edit_stale = !j.stale.is_empty() || j.every_future;
-        if edit_stale {
-            let refreshes = infra
-                .as_ref()
-                .is_some_and(|i| i.on_content_change == Effect::ReplacesExisting);
-            if refreshes && rerendered {
-                j.wait.push(format!(
-                    "# {infra_label} replaces every instance once the data Secret changes: wait for it (kubectl get {} -n {ns})",
-                    infra_label.to_lowercase()
-                ));
-            } else {
-                j.reissue = true;
-            }
-            if !rerendered {
-                // Nothing will put the edit into the data: only a rotation does.
-                j.reissue = true;
-            }
-        }
-        j.causes.push(Cause {
-            kind: if topology_patch {
-                CauseKind::TopologyPatch
-            } else {
-                CauseKind::InPlaceEdit
-            },
-            manager: Some(edit.manager.clone()),
-            operation: Some(edit.operation.clone()),
-            time: edit.time,
-            paths_are_applied_set: edit.operation == "Apply",
-            paths,
-            in_data_secret: Some(in_secret),
-            replaced_by_provider: false,
-            summary,
-        });
+/// With no instance ages: whether the count can still be told.
+fn no_instance_ages(p: &Pool, d: &Data, edit: Option<&Entry>, j: &mut Judgement) {
+    let (config, pool, infra, infra_label) = (d.config, p.pool, &p.infra, &p.infra_label);
+    let (replicas, secret_created, content_written) =
+        (p.replicas, d.secret_created, d.content_written);
+    let rotated = created(config)
+        .zip(created(pool))
+        .is_some_and(|(c, p)| c > p + ROTATION_GRACE)
+        || created(pool).is_some_and(|p| secret_created > p + ROTATION_GRACE);
+    let pending_everything = j.every_future
+        || (edit.is_some() && content_written < edit.and_then(|e| e.time).unwrap_or(0));
+    if replicas == Some(0) && !j.every_future {
+        j.levels
+            .push((Level::Exact, "the pool has no instances".into()));
+    } else if pending_everything {
+        // Every instance runs older data whatever its age.
+    } else if edit.is_some() || rotated {
+        j.levels.push((
+            Level::Unknown,
+            format!(
+                "no MachinePool Machines and no instance ages ({}): which instances predate the data they should run is not known",
+                infra.as_ref().and_then(|i| i.instance_kind).map_or_else(
+                    || format!("{infra_label} makes none"),
+                    |k| format!("no {k} either; CAPA makes them only behind its MachinePoolMachines feature gate")
+                )
+            ),
+        ));
+    } else {
+        j.levels.push((
+            Level::Exact,
+            "no edit and no rotation since the pool was made".into(),
+        ));
     }
+}
 
-    // A rotation the infrastructure did not roll: instances older than the data Secret.
-    let before: Vec<&Instance> = instances
-        .iter()
-        .filter(|i| i.launched < secret_created)
-        .collect();
-    if !before.is_empty() {
-        for i in &before {
-            j.mark(i, StaleBecause::Rotation, true);
-        }
-        let effect = infra.as_ref().map(|i| i.on_rotation);
-        let replaced = effect == Some(Effect::ReplacesExisting);
-        let mut summary = format!(
-            "rotation to {config_name} (data Secret {secret_name} created {}): {} launched before it",
-            time::format(secret_created),
-            plural(before.len(), "instance", "instances")
-        );
-        match effect {
-            Some(Effect::ReplacesExisting) => {
-                summary.push_str(&format!(
-                    "; {infra_label} replaces them itself (instance refresh)"
-                ));
-                j.wait.push(format!(
-                    "# {infra_label} replaces them itself (an instance refresh): wait, and watch kubectl get {} {} -n {ns}",
-                    infra_label.to_lowercase(),
-                    infra_ref.as_ref().map(|r| r.2.as_str()).unwrap_or(&name)
-                ));
-            }
-            Some(_) => {
-                summary.push_str(&format!(
-                    "; {infra_label} replaces no existing instance on a rotation"
-                ));
-                j.roll = true;
-            }
-            None => {
-                summary.push_str(&format!(
-                    "; what {infra_label} does on a rotation is not in the records"
-                ));
-                j.levels.push((Level::Unknown, format!("{infra_label} is not in the infrastructure records: whether it replaces instances itself is not known")));
-                j.roll = true;
-            }
-        }
-        j.causes.push(Cause {
-            kind: CauseKind::RotationNotRolled,
-            manager: None,
-            operation: None,
-            time: Some(secret_created),
-            paths: Vec::new(),
-            paths_are_applied_set: false,
-            in_data_secret: None,
-            replaced_by_provider: replaced,
-            summary,
-        });
-    }
-    if j.reissue
-        && infra
-            .as_ref()
-            .is_some_and(|i| i.on_rotation == Effect::NewInstancesOnly)
-    {
-        j.roll = true;
-    }
-
-    // No instance ages.
-    if instances.is_empty() {
-        report.instances.source = None;
-        let rotated = created(config)
-            .zip(created(pool))
-            .is_some_and(|(c, p)| c > p + ROTATION_GRACE)
-            || created(pool).is_some_and(|p| secret_created > p + ROTATION_GRACE);
-        let pending_everything = j.every_future
-            || (edit.is_some() && content_written < edit.and_then(|e| e.time).unwrap_or(0));
-        if replicas == Some(0) && !j.every_future {
-            j.levels
-                .push((Level::Exact, "the pool has no instances".into()));
-        } else if pending_everything {
-            // Every instance runs older data whatever its age.
-        } else if edit.is_some() || rotated {
-            j.levels.push((
-                Level::Unknown,
-                format!(
-                    "no MachinePool Machines and no instance ages ({}): which instances predate the data they should run is not known",
-                    infra.as_ref().and_then(|i| i.instance_kind).map_or_else(
-                        || format!("{infra_label} makes none"),
-                        |k| format!("no {k} either; CAPA makes them only behind its MachinePoolMachines feature gate")
-                    )
-                ),
-            ));
-        } else {
-            j.levels.push((
-                Level::Exact,
-                "no edit and no rotation since the pool was made".into(),
-            ));
-        }
-    }
-
-    // The verdict.
+/// The verdict, the confidence and the fix, from what the steps found.
+fn verdict(
+    inputs: &Inputs,
+    p: &Pool,
+    d: &Data,
+    edit: Option<&Entry>,
+    j: Judgement,
+    report: &mut PoolReport,
+) {
+    let (instances, replicas) = (&p.instances, p.replicas);
+    let (secret_created, content_written) = (d.secret_created, d.content_written);
     let certain = j.stale.values().filter(|s| s.certain).count();
     let pending_all = instances.is_empty()
         && edit.is_some_and(|e| e.time.is_some_and(|t| content_written < t))
@@ -621,7 +482,6 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
     report.confidence = Confidence { level, reasons };
     report.causes = j.causes;
     if report.verdict != Verdict::Current {
-        report.fix = fix_lines(inputs, &report, j.reissue, j.roll, &j.wait);
+        report.fix = fix_lines(inputs, report, j.reissue, j.roll, &j.wait);
     }
-    Some(report)
 }
