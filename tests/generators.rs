@@ -28,15 +28,26 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Runs `script` (relative to the root) in a scratch copy holding only it and the shared
-/// builders; returns the scratch root and what the script's directory holds then.
+/// Runs `script` (relative to the root) in a scratch copy holding only it, the Python modules
+/// beside it and the shared builders; returns the scratch root and what the script's directory
+/// holds then.
 fn regenerate(script: &str, label: &str) -> (PathBuf, Vec<PathBuf>) {
     let scratch = std::env::temp_dir().join(format!(
         "capi-fixture-generators-{label}-{}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&scratch);
-    for file in [script, "e2e-tests/scenarios/capi_objects.py"] {
+    let script_dir = Path::new(script).parent().unwrap();
+    let modules = std::fs::read_dir(root().join(script_dir))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".py"))
+        .map(|name| script_dir.join(name).to_string_lossy().into_owned());
+    let mut copied: Vec<String> = modules.collect();
+    copied.push("e2e-tests/scenarios/capi_objects.py".to_string());
+    copied.sort();
+    copied.dedup();
+    for file in &copied {
         let target = scratch.join(file);
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
         std::fs::copy(root().join(file), &target).unwrap();

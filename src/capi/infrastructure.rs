@@ -8,6 +8,9 @@
 //! Read from the providers' sources (each record cites repository, release and path). The
 //! records are what docs/infrastructure.md's table shows (tests/infrastructure.rs holds it) and
 //! what the rules say about a pool whose `infrastructureRef` names one of these kinds.
+//!
+//! One file over 700 lines on purpose: the records are data, so a provider is one place (its
+//! record and its cases in the rstest tables below).
 
 use crate::capi::kinds::GroupKind;
 use crate::capi::providers::{provider_of, Rendering};

@@ -15,6 +15,9 @@
 //! Asked on a bootstrap config's UPDATE: when the spec is compared and when the pools are
 //! looked up is [`crate::webhooks::bootstrap_config`]'s decision; templates (rule 8) share
 //! [`change_violations`].
+//!
+//! One file over 700 lines on purpose: the rule and its rstest tables together, as every rule of
+//! `rules/` keeps them (ARCHITECTURE.md, To add a rule).
 
 use crate::capi::conversion::{converted_from_another_version, served_version};
 use crate::capi::defaulters::as_defaulted;

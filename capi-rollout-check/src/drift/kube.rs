@@ -185,7 +185,9 @@ fn refs(pools: &[Value], pointer: &str) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftError> {
+/// The MachinePools in scope (the named ones, each required to exist) that name a bootstrap
+/// `configRef`.
+fn listed_pools(lister: &dyn Lister, request: &Request) -> Result<Vec<Value>, DriftError> {
     if request.scope == Scope::All && !request.pools.is_empty() {
         return Err(DriftError::Input(
             "named pools are in one namespace: use -n NS, not -A".into(),
@@ -222,6 +224,12 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         p.pointer("/spec/template/spec/bootstrap/configRef")
             .is_some()
     });
+    Ok(pools)
+}
+
+pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftError> {
+    let scope = &request.scope;
+    let pools = listed_pools(lister, request)?;
     let mut report = Report {
         now: request.now,
         pools: Vec::new(),

@@ -227,7 +227,7 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 /// ownerReferences ("manager"), CABPK's discovery fields and status
 /// ("capi-kubeadm-bootstrap-manager"), and kubectl's annotation for a client-side apply. The
 /// same entries as the `*-kubectl-apply`, `*-server-side-apply` and `*-managed-fields` e2e
-/// scenarios (e2e-tests/scenarios/generate.py). No rule reads them: the verdict is the same.
+/// scenarios (e2e-tests/scenarios/scenarios_apiserver.py). No rule reads them: the verdict is the same.
 pub fn as_sent(mut input: Input, apply: Apply) -> Result<Input> {
     // The person's entry is as old as the last apply: the stored object's, unless this
     // request is the person's edit.

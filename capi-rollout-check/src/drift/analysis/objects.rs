@@ -1,0 +1,157 @@
+//! The listed objects, read and indexed: fields, labels, references, and each pool's instances.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{Inputs, Instance, POOL_NAME_LABEL};
+use crate::drift::time;
+
+pub(super) fn s<'v>(value: &'v Value, path: &[&str]) -> Option<&'v str> {
+    path.iter().try_fold(value, |v, k| v.get(k))?.as_str()
+}
+
+pub(super) fn meta<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    s(object, &["metadata", key])
+}
+
+pub(super) fn label<'v>(object: &'v Value, key: &str) -> Option<&'v str> {
+    object.get("metadata")?.get("labels")?.get(key)?.as_str()
+}
+
+pub(super) fn created(object: &Value) -> Option<i64> {
+    meta(object, "creationTimestamp").and_then(time::parse)
+}
+
+pub fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
+/// `{apiGroup|apiVersion, kind, name}` of a reference.
+pub(super) fn reference(r: &Value) -> Option<(String, String, String)> {
+    let group = r
+        .get("apiGroup")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| {
+            r.get("apiVersion")
+                .and_then(Value::as_str)
+                .map(|v| group_of(v).to_string())
+        })
+        .unwrap_or_default();
+    Some((
+        group,
+        r.get("kind")?.as_str()?.to_string(),
+        r.get("name")?.as_str()?.to_string(),
+    ))
+}
+
+pub(super) type Key = (String, String, String);
+
+pub(super) fn key(kind: &str, ns: &str, name: &str) -> Key {
+    (kind.to_string(), ns.to_string(), name.to_string())
+}
+
+pub(super) struct Index<'a> {
+    pub(super) configs: HashMap<Key, &'a Value>,
+    pub(super) secrets: HashMap<(String, String), &'a Value>,
+    pub(super) infra_pools: HashMap<Key, &'a Value>,
+    /// (namespace, pool name) -> instances.
+    pub(super) machines: HashMap<(String, String), Vec<Instance>>,
+    /// (namespace, pool name or infra pool name) -> instances, by label or owner.
+    pub(super) infra_instances: HashMap<(String, String), Vec<Instance>>,
+}
+
+pub(super) fn instance_of(object: &Value) -> Option<Instance> {
+    if object.pointer("/metadata/deletionTimestamp").is_some() {
+        return None;
+    }
+    Some(Instance {
+        name: meta(object, "name")?.to_string(),
+        kind: object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("Machine")
+            .to_string(),
+        launched: created(object)?,
+    })
+}
+
+impl<'a> Index<'a> {
+    pub(super) fn new(inputs: &Inputs<'a>) -> Self {
+        let by_kind = |objects: &'a [Value]| {
+            objects
+                .iter()
+                .filter_map(|o| {
+                    Some((
+                        key(
+                            o.get("kind")?.as_str()?,
+                            meta(o, "namespace").unwrap_or(""),
+                            meta(o, "name")?,
+                        ),
+                        o,
+                    ))
+                })
+                .collect::<HashMap<_, _>>()
+        };
+        let mut machines: HashMap<(String, String), Vec<Instance>> = HashMap::new();
+        for m in inputs.machines {
+            if let (Some(pool), Some(i)) = (label(m, POOL_NAME_LABEL), instance_of(m)) {
+                machines
+                    .entry((meta(m, "namespace").unwrap_or("").into(), pool.into()))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        let mut infra_instances: HashMap<(String, String), Vec<Instance>> = HashMap::new();
+        for m in inputs.infra_instances {
+            let Some(i) = instance_of(m) else { continue };
+            let ns = meta(m, "namespace").unwrap_or("").to_string();
+            let mut owners: Vec<String> = label(m, POOL_NAME_LABEL)
+                .map(str::to_string)
+                .into_iter()
+                .collect();
+            for o in m
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(name) = o.get("name").and_then(Value::as_str) {
+                    if o.get("kind")
+                        .and_then(Value::as_str)
+                        .is_some_and(|k| k.ends_with("MachinePool"))
+                    {
+                        owners.push(name.to_string());
+                    }
+                }
+            }
+            owners.dedup();
+            for owner in owners {
+                infra_instances
+                    .entry((ns.clone(), owner))
+                    .or_default()
+                    .push(i.clone());
+            }
+        }
+        Index {
+            configs: by_kind(inputs.configs),
+            secrets: inputs
+                .secrets
+                .iter()
+                .filter_map(|o| {
+                    Some((
+                        (
+                            meta(o, "namespace").unwrap_or("").to_string(),
+                            meta(o, "name")?.to_string(),
+                        ),
+                        o,
+                    ))
+                })
+                .collect(),
+            infra_pools: by_kind(inputs.infra_pools),
+            machines,
+            infra_instances,
+        }
+    }
+}

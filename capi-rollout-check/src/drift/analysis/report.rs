@@ -1,0 +1,208 @@
+//! What the analysis reports of each MachinePool: its verdict, how sure it is, its stale
+//! instances, the causes and the fix.
+
+use serde_json::Value;
+
+use crate::drift::records::{Bootstrap, Infra};
+
+/// The listed objects, as kubectl returned them (`--show-managed-fields`).
+#[derive(Default)]
+pub struct Inputs<'a> {
+    /// Unix seconds.
+    pub now: i64,
+    pub pools: &'a [Value],
+    /// Bootstrap configs of every kind in use.
+    pub configs: &'a [Value],
+    pub secrets: &'a [Value],
+    /// CAPI Machines labelled `cluster.x-k8s.io/pool-name`.
+    pub machines: &'a [Value],
+    /// Infrastructure MachinePools (AzureMachinePool...), for their knobs.
+    pub infra_pools: &'a [Value],
+    /// Infrastructure machines of pools (AzureMachinePoolMachine...), for instance ages when a
+    /// pool has no MachinePool Machines.
+    pub infra_instances: &'a [Value],
+    /// How the printed commands reach the same cluster (` --context prod`), or empty.
+    pub cluster_flags: String,
+    /// `rotate --reissue` exists: the fix rotates with it, else with kubectl.
+    pub reissue_flag: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    Current,
+    Stale,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Current => "current",
+            Verdict::Stale => "stale",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// How sure the count is; ordered from least to most sure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Unknown,
+    Bounded,
+    Exact,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Exact => "exact",
+            Level::Bounded => "bounded",
+            Level::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confidence {
+    pub level: Level,
+    /// Why, in words: what was compared, the bound, or what is missing.
+    pub reasons: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleBecause {
+    /// Launched before the edit of the config.
+    Edit,
+    /// Launched between the edit and the data Secret's write: old or new data.
+    RenderWindow,
+    /// Launched before the current data Secret was created (a rotation not rolled).
+    Rotation,
+    /// Launched after the edit, from a data Secret that does not hold it.
+    DataWithoutEdit,
+}
+
+impl StaleBecause {
+    pub fn name(self) -> &'static str {
+        match self {
+            StaleBecause::Edit => "launched-before-edit",
+            StaleBecause::RenderWindow => "launched-while-rendering",
+            StaleBecause::Rotation => "launched-before-data-secret",
+            StaleBecause::DataWithoutEdit => "launched-from-data-without-edit",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    pub name: String,
+    /// `Machine`, or the infrastructure machine's kind.
+    pub kind: String,
+    pub launched: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaleInstance {
+    pub name: String,
+    pub launched: i64,
+    pub because: StaleBecause,
+    /// False: it may have the new data (launched while the provider was rendering).
+    pub certain: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Instances {
+    /// Where the ages came from (`Machine`, `AzureMachinePoolMachine`), or None: no ages.
+    pub source: Option<String>,
+    /// M: the instances seen, or the pool's `status.replicas` when none is seen.
+    pub total: Option<u64>,
+    pub stale: Vec<StaleInstance>,
+    /// Every instance, now and future, runs older data until a rotation.
+    pub every_future: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CauseKind {
+    InPlaceEdit,
+    TopologyPatch,
+    RotationNotRolled,
+}
+
+impl CauseKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            CauseKind::InPlaceEdit => "in-place-edit",
+            CauseKind::TopologyPatch => "topology-patch",
+            CauseKind::RotationNotRolled => "rotation-not-rolled",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    pub kind: CauseKind,
+    /// The edit's field manager and operation (Update, Apply); none for a rotation.
+    pub manager: Option<String>,
+    pub operation: Option<String>,
+    /// The edit's time, or the data Secret's creation for a rotation.
+    pub time: Option<i64>,
+    /// The fields an Update manager owns under spec (the fields it changed); for an Apply
+    /// manager its applied set (`paths_are_applied_set`).
+    pub paths: Vec<String>,
+    pub paths_are_applied_set: bool,
+    /// Whether the data Secret was written after the edit; None for a rotation.
+    pub in_data_secret: Option<bool>,
+    /// The infrastructure replaces the instances itself (an instance refresh): wait.
+    pub replaced_by_provider: bool,
+    pub summary: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigInfo {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretInfo {
+    pub name: String,
+    pub created: Option<i64>,
+    /// The last write of its `data` (managedFields), else its creation.
+    pub content_written: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub cluster: Option<String>,
+    pub pool: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolReport {
+    pub namespace: String,
+    pub name: String,
+    pub config: ConfigInfo,
+    pub bootstrap: Option<Bootstrap>,
+    pub infra_kind: Option<String>,
+    pub infra: Option<Infra>,
+    pub data_secret: Option<SecretInfo>,
+    pub verdict: Verdict,
+    pub confidence: Confidence,
+    pub instances: Instances,
+    pub causes: Vec<Cause>,
+    pub topology: Option<Topology>,
+    /// Runnable commands (a `#` line is what to do by hand).
+    pub fix: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub now: i64,
+    pub pools: Vec<PoolReport>,
+}
+
+impl Report {
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.pools.iter().filter(|p| p.verdict == verdict).count()
+    }
+}
