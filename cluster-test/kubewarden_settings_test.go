@@ -34,9 +34,36 @@ import (
 // the policy's webhook has nothing to call. Then the person deletes the two policies and the
 // stack is back to normal.
 func (s *stack) settingsMistake(t *testing.T) {
-	const deployment = "policy-server-default"
 	since := time.Now()
-	serving := map[string]string{} // the Pods serving before: name -> their ReplicaSet
+	serving := s.servingPolicyServers(t)
+	mistakes := []settingsMistakeFile{
+		{"policy-typo.yaml", s.Policy.Metadata.Name + "-typo", "inPlaceEdits: reject", "inPlaceEdit: reject", "inPlaceEdit:"},
+		{"policy-bad-value.yaml", s.Policy.Metadata.Name + "-bad-value", "inPlaceEdits: reject", "inPlaceEdits: rejct", `"rejct"`},
+	}
+	var names, keys []string
+	for _, m := range mistakes {
+		names, keys = append(names, m.name), append(keys, m.key)
+		s.applySettingsMistake(t, m, names, keys, serving)
+	}
+	s.oldPodKeepsJudging(t, since, keys)
+	deleted := s.lastGoodPodDeleted(t, serving)
+	s.badPoliciesDeleted(t, names, since, deleted)
+	t.Logf("the mistakes, the outage they made and the repair took %s", time.Since(since).Round(time.Second))
+}
+
+// policyServerDeployment is the default PolicyServer's Deployment, which the controller makes.
+const policyServerDeployment = "policy-server-default"
+
+// settingsMistakeFile is a copy of the person's policy.yaml under another name with one
+// mistake in its settings; key is what names the mistake in the policy's own message.
+type settingsMistakeFile struct {
+	file, name, from, to string
+	key                  string
+}
+
+// servingPolicyServers: the policy-server Pods ready before the mistake, name -> their ReplicaSet.
+func (s *stack) servingPolicyServers(t *testing.T) map[string]string {
+	serving := map[string]string{}
 	for _, pod := range s.PolicyServerPods(t) {
 		if framework.PodReady(pod) {
 			serving[pod.Name] = framework.ReplicaSetOf(pod)
@@ -45,57 +72,56 @@ func (s *stack) settingsMistake(t *testing.T) {
 	if len(serving) == 0 {
 		t.Fatal("no policy-server Pod is ready before the mistake")
 	}
-	mistakes := []struct {
-		file, name, from, to string
-		// key: what names the mistake in the policy's own message.
-		key string
-	}{
-		{"policy-typo.yaml", s.Policy.Metadata.Name + "-typo", "inPlaceEdits: reject", "inPlaceEdit: reject", "inPlaceEdit:"},
-		{"policy-bad-value.yaml", s.Policy.Metadata.Name + "-bad-value", "inPlaceEdits: reject", "inPlaceEdits: rejct", `"rejct"`},
-	}
-	var names, keys []string
-	for _, m := range mistakes {
-		revision := s.Revision(t, deployment)
-		s.writePolicyVariant(t, m.file, m.name, m.from, m.to)
-		// The README's check, before kubectl apply, finds it.
-		check := exec.Command(framework.RolloutCheckBinary(t), "settings", m.file)
-		check.Dir = s.Artifacts.Dir
-		out, err := check.CombinedOutput()
-		t.Logf("capi-rollout-check settings %s: exit %d\n%s", m.file, exitCode(err), out)
-		if exitCode(err) != 1 || !strings.Contains(string(out), m.key) {
-			t.Errorf("capi-rollout-check settings %s: exit %d, want 1 naming %s", m.file, exitCode(err), m.key)
-		}
-		r := s.Person.Run(t, "apply", "-f", m.file)
-		t.Logf("kubectl apply -f %s: exit %d, stdout %q, stderr %q", m.file, exitCode(r.Err), r.Stdout, r.Stderr)
-		if r.Err != nil {
-			t.Fatalf("kubectl apply -f %s was refused: %v\n%s", m.file, r.Err, r.Stderr)
-		}
-		if want := "clusteradmissionpolicy.policies.kubewarden.io/" + m.name + " created"; !strings.Contains(r.Stdout, want) {
-			t.Errorf("kubectl apply -f %s printed %q, want %q", m.file, r.Stdout, want)
-		}
-		names, keys = append(names, m.name), append(keys, m.key)
+	return serving
+}
 
-		// The controller rolls the PolicyServer out with the new policy; the new Pod exits.
-		pod := s.WaitCrashLooping(t, deployment, revision, 1, 2*time.Minute)
-		lines := s.invalidSettings(t, pod.Name)
-		if len(lines) == 0 {
-			t.Errorf("the log of %s (%v) has no line `Policy settings are invalid`", pod.Name, s.PodLogs(t, pod.Name))
-		}
-		for _, line := range lines {
-			if !slices.ContainsFunc(keys, func(key string) bool { return strings.Contains(line, key) }) {
-				t.Errorf("policy-server's exit names none of %q: %s", keys, line)
-			}
-			// The README: the line names the problem, not the policy.
-			if slices.ContainsFunc(names, func(name string) bool { return strings.Contains(line, name) }) {
-				t.Errorf("policy-server's exit names the policy: %s", line)
-			}
-		}
-		t.Logf("Pod %s of the new ReplicaSet %s, restarted %d times, exited each time with:\n%s", pod.Name, framework.ReplicaSetOf(pod), framework.Restarts(pod), strings.Join(lines, "\n"))
-		s.checkStillServing(t, serving)
-		s.checkPoliciesWhileBad(t, m.name, m.key)
+// applySettingsMistake: capi-rollout-check settings finds the mistake, kubectl apply admits it,
+// the controller rolls the PolicyServer out and the new Pod exits naming the key (names and
+// keys: the mistakes applied so far), while the Pods serving before keep serving.
+func (s *stack) applySettingsMistake(t *testing.T, m settingsMistakeFile, names, keys []string, serving map[string]string) {
+	const deployment = policyServerDeployment
+	revision := s.Revision(t, deployment)
+	s.writePolicyVariant(t, m.file, m.name, m.from, m.to)
+	// The README's check, before kubectl apply, finds it.
+	check := exec.Command(framework.RolloutCheckBinary(t), "settings", m.file)
+	check.Dir = s.Artifacts.Dir
+	out, err := check.CombinedOutput()
+	t.Logf("capi-rollout-check settings %s: exit %d\n%s", m.file, exitCode(err), out)
+	if exitCode(err) != 1 || !strings.Contains(string(out), m.key) {
+		t.Errorf("capi-rollout-check settings %s: exit %d, want 1 naming %s", m.file, exitCode(err), m.key)
+	}
+	r := s.Person.Run(t, "apply", "-f", m.file)
+	t.Logf("kubectl apply -f %s: exit %d, stdout %q, stderr %q", m.file, exitCode(r.Err), r.Stdout, r.Stderr)
+	if r.Err != nil {
+		t.Fatalf("kubectl apply -f %s was refused: %v\n%s", m.file, r.Err, r.Stderr)
+	}
+	if want := "clusteradmissionpolicy.policies.kubewarden.io/" + m.name + " created"; !strings.Contains(r.Stdout, want) {
+		t.Errorf("kubectl apply -f %s printed %q, want %q", m.file, r.Stdout, want)
 	}
 
-	// Meanwhile CAPI's writes: CABPK rotates the token, judged by the old Pod.
+	// The controller rolls the PolicyServer out with the new policy; the new Pod exits.
+	pod := s.WaitCrashLooping(t, deployment, revision, 1, 2*time.Minute)
+	lines := s.invalidSettings(t, pod.Name)
+	if len(lines) == 0 {
+		t.Errorf("the log of %s (%v) has no line `Policy settings are invalid`", pod.Name, s.PodLogs(t, pod.Name))
+	}
+	for _, line := range lines {
+		if !slices.ContainsFunc(keys, func(key string) bool { return strings.Contains(line, key) }) {
+			t.Errorf("policy-server's exit names none of %q: %s", keys, line)
+		}
+		// The README: the line names the problem, not the policy.
+		if slices.ContainsFunc(names, func(name string) bool { return strings.Contains(line, name) }) {
+			t.Errorf("policy-server's exit names the policy: %s", line)
+		}
+	}
+	t.Logf("Pod %s of the new ReplicaSet %s, restarted %d times, exited each time with:\n%s", pod.Name, framework.ReplicaSetOf(pod), framework.Restarts(pod), strings.Join(lines, "\n"))
+	s.checkStillServing(t, serving)
+	s.checkPoliciesWhileBad(t, m.name, m.key)
+}
+
+// oldPodKeepsJudging: meanwhile CABPK rotates the token, judged by the old Pod, and the
+// person's edit is still refused.
+func (s *stack) oldPodKeepsJudging(t *testing.T, since time.Time, keys []string) {
 	judged := s.waitCABPKWrite(t, since, false)
 	t.Logf("CABPK's writes to kubeadmconfigs since the first bad policy, the old Pod judging: %d", judged)
 	for _, e := range framework.FailedOpen(s.EventsSince(t, since), s.WebhookName()) {
@@ -106,9 +132,12 @@ func (s *stack) settingsMistake(t *testing.T) {
 		t.Errorf("with the old Pod serving, the person's edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
 	}
 	s.checkEventsName(t, since, keys)
+}
 
-	// The last good Pod goes, as a node drain or an eviction takes it: the Deployment's old
-	// ReplicaSet makes another from the old template, which reads the same configuration.
+// lastGoodPodDeleted: the last good Pod goes, as a node drain or an eviction takes it; the
+// Deployment's old ReplicaSet makes another from the old template, which reads the same
+// configuration and exits too. Returns when the Pods were deleted.
+func (s *stack) lastGoodPodDeleted(t *testing.T, serving map[string]string) time.Time {
 	deleted := time.Now()
 	for name := range serving {
 		if r := s.Person.Run(t, "delete", "pod", name, "-n", framework.KubewardenNamespace); r.Err != nil {
@@ -132,9 +161,13 @@ func (s *stack) settingsMistake(t *testing.T) {
 	} else {
 		t.Logf("with no policy-server Pod ready, the person's edit (--dry-run=server) was admitted: %s", strings.TrimSpace(r.Stdout))
 	}
+	return deleted
+}
 
-	// The person deletes the two policies: the controller rolls the PolicyServer out without
-	// them and everything is back.
+// badPoliciesDeleted: the person deletes the two policies; the controller rolls the
+// PolicyServer out without them and everything is back.
+func (s *stack) badPoliciesDeleted(t *testing.T, names []string, since, deleted time.Time) {
+	const deployment = policyServerDeployment
 	recovering := time.Now()
 	if r := s.Person.Run(t, append([]string{"delete", "clusteradmissionpolicy"}, names...)...); r.Err != nil {
 		t.Fatalf("kubectl delete clusteradmissionpolicy %s: %v\n%s", strings.Join(names, " "), r.Err, r.Stderr)
@@ -169,7 +202,6 @@ func (s *stack) settingsMistake(t *testing.T) {
 		t.Errorf("after the bad policies were deleted the edit was not refused by the policy: %v\n%s", r.Err, r.Stderr)
 	}
 	s.CheckControllersAdmitted(t, since)
-	t.Logf("the mistakes, the outage they made and the repair took %s", time.Since(since).Round(time.Second))
 }
 
 // writePolicyVariant writes the person's policy.yaml under another name, the line `from` of

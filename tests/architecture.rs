@@ -159,7 +159,14 @@ fn files_under(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) {
         let name = entry.file_name().to_string_lossy().into_owned();
         let path = entry.path();
         if entry.file_type().unwrap().is_dir() {
-            let skip = [".git", "target", "node_modules", "corpus", "artifacts", "pkg"];
+            let skip = [
+                ".git",
+                "target",
+                "node_modules",
+                "corpus",
+                "artifacts",
+                "pkg",
+            ];
             if !skip.contains(&name.as_str()) && !path.ends_with("tests/crds") {
                 files_under(&path, extensions, out);
             }
@@ -219,7 +226,9 @@ fn commit_like(line: &str) -> Option<String> {
             .unwrap_or(bytes.len());
         let word = &line[start..end];
         let before = if start == 0 { b' ' } else { bytes[start - 1] };
-        let hex = word.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let hex = word
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if (7..=40).contains(&word.len())
             && hex
             && word.bytes().any(|b| b.is_ascii_digit())

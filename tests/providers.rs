@@ -79,176 +79,206 @@ fn listed_in(text: &str, kind: &str) -> bool {
     text.split(',').any(|k| k.trim() == kind)
 }
 
-#[test]
-fn every_file_that_lists_providers_agrees_with_the_records() {
-    let mut problems = Problems(Vec::new());
-    let metadata = yaml(&read("metadata.yml"), "metadata.yml");
-    let policy = yaml(&read("policy.yaml"), "policy.yaml");
-    let artifacthub = yaml(&read("artifacthub-pkg.yml"), "artifacthub-pkg.yml");
-    let hub_resources = yaml(
-        artifacthub["annotations"]["kubewarden/contextAwareResources"]
-            .as_str()
-            .unwrap_or("[]"),
-        "artifacthub-pkg.yml kubewarden/contextAwareResources",
+/// The files that list the providers, read once.
+struct Files {
+    metadata: Value,
+    policy: Value,
+    artifacthub: Value,
+    hub_resources: Value,
+    questions: String,
+    compared: String,
+    settings_doc: String,
+}
+
+impl Files {
+    fn read() -> Files {
+        let artifacthub = yaml(&read("artifacthub-pkg.yml"), "artifacthub-pkg.yml");
+        let hub_resources = yaml(
+            artifacthub["annotations"]["kubewarden/contextAwareResources"]
+                .as_str()
+                .unwrap_or("[]"),
+            "artifacthub-pkg.yml kubewarden/contextAwareResources",
+        );
+        Files {
+            metadata: yaml(&read("metadata.yml"), "metadata.yml"),
+            policy: yaml(&read("policy.yaml"), "policy.yaml"),
+            artifacthub,
+            hub_resources,
+            questions: read("questions-ui.yml"),
+            compared: read("docs/compared-fields.md"),
+            settings_doc: read("docs/settings.md"),
+        }
+    }
+}
+
+/// metadata.yml, policy.yaml and artifacthub-pkg.yml list the provider's resources, kind and
+/// controller.
+fn check_manifests(problems: &mut Problems, f: &Files, p: &Provider) {
+    problems.check(
+        p,
+        "metadata.yml",
+        lists_context_aware(&f.metadata["contextAwareResources"], p),
+        format!(
+            "contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
     );
-    let questions = read("questions-ui.yml");
-    let compared = read("docs/compared-fields.md");
-    let settings_doc = read("docs/settings.md");
-    for p in &PROVIDERS {
-        problems.check(
-            p,
-            "metadata.yml",
-            lists_context_aware(&metadata["contextAwareResources"], p),
-            format!(
-                "contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
-        );
-        problems.check(
-            p,
-            "metadata.yml",
-            rules_cover(&metadata["rules"], p),
-            "no rule names its config and template resources",
-        );
-        problems.check(
-            p,
-            "metadata.yml",
-            listed_in(
-                metadata["annotations"]["io.artifacthub.resources"]
-                    .as_str()
-                    .unwrap_or(""),
-                p.config_kind,
-            ),
-            "io.artifacthub.resources lacks the kind",
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            lists_context_aware(&policy["spec"]["contextAwareResources"], p),
-            format!(
-                "contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            rules_cover(&policy["spec"]["rules"], p),
-            "no rule names its config and template resources",
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            policy["spec"]["settings"]["controllerUsers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|u| u == p.controller),
-            format!("controllerUsers lacks {}", p.controller),
-        );
-        problems.check(
-            p,
-            "artifacthub-pkg.yml",
-            lists_context_aware(&hub_resources, p),
-            format!(
-                "kubewarden/contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
-        );
-        problems.check(
-            p,
-            "artifacthub-pkg.yml",
-            listed_in(
-                artifacthub["annotations"]["kubewarden/resources"]
-                    .as_str()
-                    .unwrap_or(""),
-                p.config_kind,
-            ),
-            "kubewarden/resources lacks the kind",
-        );
-        for file_text in [
-            ("questions-ui.yml", questions.as_str()),
-            ("artifacthub-pkg.yml", &read("artifacthub-pkg.yml")),
-        ] {
-            for setting in ["ignoredPaths", "fillOncePaths"] {
-                problems.check(
-                    p,
-                    file_text.0,
-                    file_text
-                        .1
-                        .contains(&format!("variable: {setting}.{}\n", p.config_kind)),
-                    format!("no question {setting}.{}", p.config_kind),
-                );
-            }
-        }
-        // docs/compared-fields.md: the controller's row names the kind and the identity; the
-        // not-compared table has a row for every kind with built-in fields.
-        let row = compared.lines().find(|l| {
-            l.starts_with('|')
-                && l.contains(&format!("`{}`", p.controller))
-                && l.contains(p.config_kind)
-        });
-        problems.check(
-            p,
-            "docs/compared-fields.md",
-            row.is_some(),
-            format!(
-                "no row of \"What CAPI itself writes\" names {} and `{}`",
-                p.config_kind, p.controller
-            ),
-        );
-        if !p.machine_only.is_empty() || !p.fill_once.is_empty() {
+    problems.check(
+        p,
+        "metadata.yml",
+        rules_cover(&f.metadata["rules"], p),
+        "no rule names its config and template resources",
+    );
+    problems.check(
+        p,
+        "metadata.yml",
+        listed_in(
+            f.metadata["annotations"]["io.artifacthub.resources"]
+                .as_str()
+                .unwrap_or(""),
+            p.config_kind,
+        ),
+        "io.artifacthub.resources lacks the kind",
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        lists_context_aware(&f.policy["spec"]["contextAwareResources"], p),
+        format!(
+            "contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        rules_cover(&f.policy["spec"]["rules"], p),
+        "no rule names its config and template resources",
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        f.policy["spec"]["settings"]["controllerUsers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|u| u == p.controller),
+        format!("controllerUsers lacks {}", p.controller),
+    );
+    problems.check(
+        p,
+        "artifacthub-pkg.yml",
+        lists_context_aware(&f.hub_resources, p),
+        format!(
+            "kubewarden/contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
+    );
+    problems.check(
+        p,
+        "artifacthub-pkg.yml",
+        listed_in(
+            f.artifacthub["annotations"]["kubewarden/resources"]
+                .as_str()
+                .unwrap_or(""),
+            p.config_kind,
+        ),
+        "kubewarden/resources lacks the kind",
+    );
+}
+
+/// questions-ui.yml and artifacthub-pkg.yml ask for its ignoredPaths and fillOncePaths.
+fn check_questions(problems: &mut Problems, f: &Files, p: &Provider) {
+    for file_text in [
+        ("questions-ui.yml", f.questions.as_str()),
+        ("artifacthub-pkg.yml", &read("artifacthub-pkg.yml")),
+    ] {
+        for setting in ["ignoredPaths", "fillOncePaths"] {
             problems.check(
                 p,
-                "docs/compared-fields.md",
-                compared
-                    .lines()
-                    .any(|l| l.starts_with(&format!("| {} ", p.config_kind))),
-                "no row of \"Fields not compared\" for the kind, which has built-in fields",
-            );
-        }
-        problems.check(
-            p,
-            "docs/settings.md",
-            settings_doc.contains(&format!(" {},", p.config_kind))
-                || settings_doc.contains(&format!(" {} in", p.config_kind)),
-            "bootstrapConfigKinds' default does not name the kind",
-        );
-        if let Some(version) = p.lookup_version {
-            let line = settings_doc
-                .lines()
-                .skip_while(|l| !l.starts_with("The defaults know the providers' versions"))
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ");
-            problems.check(
-                p,
-                "docs/settings.md",
-                line.contains(p.config_kind) && line.contains(version),
-                format!(
-                    "\"The defaults know the providers' versions\" lacks {} {version}",
-                    p.config_kind
-                ),
+                file_text.0,
+                file_text
+                    .1
+                    .contains(&format!("variable: {setting}.{}\n", p.config_kind)),
+                format!("no question {setting}.{}", p.config_kind),
             );
         }
     }
-    // And the other way: nothing listed that no record stands for.
+}
+
+/// docs/compared-fields.md and docs/settings.md name it.
+fn check_docs(problems: &mut Problems, f: &Files, p: &Provider) {
+    // docs/compared-fields.md: the controller's row names the kind and the identity; the
+    // not-compared table has a row for every kind with built-in fields.
+    let row = f.compared.lines().find(|l| {
+        l.starts_with('|')
+            && l.contains(&format!("`{}`", p.controller))
+            && l.contains(p.config_kind)
+    });
+    problems.check(
+        p,
+        "docs/compared-fields.md",
+        row.is_some(),
+        format!(
+            "no row of \"What CAPI itself writes\" names {} and `{}`",
+            p.config_kind, p.controller
+        ),
+    );
+    if !p.machine_only.is_empty() || !p.fill_once.is_empty() {
+        problems.check(
+            p,
+            "docs/compared-fields.md",
+            f.compared
+                .lines()
+                .any(|l| l.starts_with(&format!("| {} ", p.config_kind))),
+            "no row of \"Fields not f.compared\" for the kind, which has built-in fields",
+        );
+    }
+    problems.check(
+        p,
+        "docs/settings.md",
+        f.settings_doc.contains(&format!(" {},", p.config_kind))
+            || f.settings_doc.contains(&format!(" {} in", p.config_kind)),
+        "bootstrapConfigKinds' default does not name the kind",
+    );
+    if let Some(version) = p.lookup_version {
+        let line = f
+            .settings_doc
+            .lines()
+            .skip_while(|l| !l.starts_with("The defaults know the providers' versions"))
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ");
+        problems.check(
+            p,
+            "docs/settings.md",
+            line.contains(p.config_kind) && line.contains(version),
+            format!(
+                "\"The defaults know the providers' versions\" lacks {} {version}",
+                p.config_kind
+            ),
+        );
+    }
+}
+
+/// And the other way: nothing listed that no record stands for.
+fn check_nothing_without_a_record(problems: &mut Problems, f: &Files) {
     let known = |kind: &str| PROVIDERS.iter().any(|p| p.config_kind == kind);
     for (file, resources) in [
         (
             "metadata.yml contextAwareResources",
-            &metadata["contextAwareResources"],
+            &f.metadata["contextAwareResources"],
         ),
         (
             "policy.yaml contextAwareResources",
-            &policy["spec"]["contextAwareResources"],
+            &f.policy["spec"]["contextAwareResources"],
         ),
         (
             "artifacthub-pkg.yml kubewarden/contextAwareResources",
-            &hub_resources,
+            &f.hub_resources,
         ),
     ] {
         for r in resources.as_array().into_iter().flatten() {
@@ -263,7 +293,7 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
             }
         }
     }
-    for user in policy["spec"]["settings"]["controllerUsers"]
+    for user in f.policy["spec"]["settings"]["controllerUsers"]
         .as_array()
         .into_iter()
         .flatten()
@@ -277,13 +307,13 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
     for (file, list) in [
         (
             "metadata.yml io.artifacthub.resources",
-            metadata["annotations"]["io.artifacthub.resources"]
+            f.metadata["annotations"]["io.artifacthub.resources"]
                 .as_str()
                 .unwrap_or(""),
         ),
         (
             "artifacthub-pkg.yml kubewarden/resources",
-            artifacthub["annotations"]["kubewarden/resources"]
+            f.artifacthub["annotations"]["kubewarden/resources"]
                 .as_str()
                 .unwrap_or(""),
         ),
@@ -300,10 +330,14 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
             }
         }
     }
+}
+
+/// The README and docs/settings.md count the providers and kinds the records hold.
+fn check_counts(problems: &mut Problems, f: &Files) {
     let providers = DEFAULT_CONTROLLER_USERS.len() - 1;
     for (file, text) in [
         ("README.md", read("README.md")),
-        ("docs/settings.md", settings_doc.clone()),
+        ("docs/settings.md", f.settings_doc.clone()),
     ] {
         if !text.contains(&format!("the {providers} default providers' controllers")) {
             problems.0.push(format!(
@@ -311,12 +345,28 @@ fn every_file_that_lists_providers_agrees_with_the_records() {
             ));
         }
     }
-    if !settings_doc.contains(&format!("the {} kinds", PROVIDERS.len())) {
+    if !f
+        .settings_doc
+        .contains(&format!("the {} kinds", PROVIDERS.len()))
+    {
         problems.0.push(format!(
             "docs/settings.md: does not say \"the {} kinds\"",
             PROVIDERS.len()
         ));
     }
+}
+
+#[test]
+fn every_file_that_lists_providers_agrees_with_the_records() {
+    let mut problems = Problems(Vec::new());
+    let files = Files::read();
+    for p in &PROVIDERS {
+        check_manifests(&mut problems, &files, p);
+        check_questions(&mut problems, &files, p);
+        check_docs(&mut problems, &files, p);
+    }
+    check_nothing_without_a_record(&mut problems, &files);
+    check_counts(&mut problems, &files);
     assert!(problems.0.is_empty(), "{}", problems.0.join("\n"));
 }
 

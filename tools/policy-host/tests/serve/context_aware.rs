@@ -2,17 +2,17 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use e2e_tests::annotated_policy;
 use policy_host::admission::AdmissionResponse;
 use policy_host::callbacks::{CallbackRequestType, Exchange, Response as SessionResponse};
 use policy_host::metadata::Metadata;
-use policy_host::run::run;
 use scenario_model::Scenario;
 use serde_json::{json, Value};
 
-use crate::common::{answered_scenarios, module_url, run_answer, Start, TempDir};
+use crate::common::{answered_scenarios, module_url, run_answer, Server, Start, TempDir};
 
 /// What the fake API server answers and what it was asked.
 #[derive(Default)]
@@ -164,50 +164,60 @@ fn session(scenario: &Scenario) -> VecDeque<(CallbackRequestType, SessionRespons
         .collect()
 }
 
-/// Every context-aware scenario, its session served by a fake API server the kube client
-/// reaches through KUBECONFIG: the lookups arrive as the session recorded them (discovery
-/// first, selectors as given) and the answer is `run`'s with the replayed session (but for
-/// the text of failed lookups, which is the kube client's). A policy without
-/// `hostCapabilities`, or without the resource in `contextAwareResources`, asks nothing and
-/// hears policy-server's refusal; no cluster at all is policy-server's "not initialized".
-#[test]
-fn context_aware_lookups_reach_the_cluster() {
-    let module = annotated_policy();
-    let url = module_url(&module);
-    let metadata = Metadata::from_module(&std::fs::read(&module).unwrap())
-        .unwrap()
-        .expect("an annotated module");
-    let resources: Vec<Value> = metadata
-        .context_aware_resources
-        .iter()
-        .map(|r| json!({"apiVersion": r.api_version, "kind": r.kind}))
-        .collect();
-    assert!(!resources.is_empty());
-    let cluster = Arc::new(Mutex::new(FakeCluster {
-        plurals: metadata
+/// The fake API server, its state, and a kubeconfig that points at it.
+struct FakeApi {
+    cluster: Arc<Mutex<FakeCluster>>,
+    kubeconfig: PathBuf,
+    /// The module's contextAwareResources, as policies.yml lists them.
+    resources: Vec<Value>,
+    _dir: TempDir,
+}
+
+impl FakeApi {
+    fn start(module: &Path) -> FakeApi {
+        let metadata = Metadata::from_module(&std::fs::read(module).unwrap())
+            .unwrap()
+            .expect("an annotated module");
+        let resources: Vec<Value> = metadata
             .context_aware_resources
             .iter()
-            .map(|r| ((r.api_version.clone(), r.kind.clone()), plural(&r.kind)))
-            .collect(),
-        ..FakeCluster::default()
-    }));
-    let api = fake_api_server(cluster.clone());
-    let dir = TempDir::new("kubeconfig");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{api}\n\
-             users:\n- name: test\n  user:\n    token: test-token\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: test\n\
-             current-context: fake\n"
-        ),
-    )
-    .unwrap();
+            .map(|r| json!({"apiVersion": r.api_version, "kind": r.kind}))
+            .collect();
+        assert!(!resources.is_empty());
+        let cluster = Arc::new(Mutex::new(FakeCluster {
+            plurals: metadata
+                .context_aware_resources
+                .iter()
+                .map(|r| ((r.api_version.clone(), r.kind.clone()), plural(&r.kind)))
+                .collect(),
+            ..FakeCluster::default()
+        }));
+        let api = fake_api_server(cluster.clone());
+        let dir = TempDir::new("kubeconfig");
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{api}\n\
+                 users:\n- name: test\n  user:\n    token: test-token\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: test\n\
+                 current-context: fake\n"
+            ),
+        )
+        .unwrap();
+        FakeApi {
+            cluster,
+            kubeconfig,
+            resources,
+            _dir: dir,
+        }
+    }
+}
 
-    let (context_aware, groups, indexes) = answered_scenarios(true);
-    assert!(context_aware.len() > 5);
+/// For each settings group: `ca-<i>` as a context-aware policy is deployed, `no-capabilities-<i>`
+/// without `hostCapabilities`, `no-resources-<i>` without `contextAwareResources`.
+fn policies(url: &str, resources: &[Value], settings: &[Value]) -> serde_json::Map<String, Value> {
     let mut policies = serde_json::Map::new();
-    for (index, settings) in groups.settings.iter().enumerate() {
+    for (index, settings) in settings.iter().enumerate() {
         policies.insert(
             format!("ca-{index}"),
             json!({"module": url, "settings": settings, "contextAwareResources": resources,
@@ -222,15 +232,24 @@ fn context_aware_lookups_reach_the_cluster() {
             json!({"module": url, "settings": settings, "hostCapabilities": ["*"]}),
         );
     }
-    let server = Start::new(Value::Object(policies.clone()))
-        .kubeconfig(&kubeconfig)
-        .run();
+    policies
+}
 
+/// Each scenario served with its session as the fake cluster's answers: the lookups arrive as
+/// recorded, the answer is `run`'s (failed lookups: the same verdict, code and number of
+/// warnings, the text being the kube client's). Returns how many lookups the sessions held.
+fn every_session_is_served_as_run_answers_it(
+    server: &Server,
+    cluster: &Mutex<FakeCluster>,
+    module: &Path,
+    scenarios: &[Scenario],
+    indexes: &[usize],
+) -> usize {
     let mut failures = Vec::new();
     let mut lookups = 0;
-    for (scenario, index) in context_aware.iter().zip(&indexes) {
+    for (scenario, index) in scenarios.iter().zip(indexes) {
         let name = &scenario.name;
-        let expected = run_answer(scenario, &module, false);
+        let expected = run_answer(scenario, module, false);
         let exchanges = session(scenario);
         let failed_lookups = exchanges
             .iter()
@@ -270,21 +289,37 @@ fn context_aware_lookups_reach_the_cluster() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert!(lookups > 5, "only {lookups} lookups in the sessions");
-    let requests = cluster.lock().unwrap().requests.clone();
-    assert!(
-        requests
-            .iter()
-            .any(|r| r.starts_with("/apis/") && !r.contains("namespaces")),
-        "no discovery request: {requests:?}"
-    );
+    lookups
+}
 
-    // The gates: nothing reaches the cluster, the policy hears policy-server's refusal.
-    let (scenario, index) = context_aware
-        .iter()
-        .zip(&indexes)
-        .find(|(s, _)| !session(s).is_empty())
-        .unwrap();
+/// The policy cuts its warnings to about 120 characters ("..."): what shows of the error
+/// must be the start of `text`, at least 30 characters of it.
+fn assert_said(scenario: &Scenario, response: &AdmissionResponse, text: &str) {
+    let mut texts = response.warnings.clone().unwrap_or_default();
+    texts.extend(response.message().map(str::to_string));
+    let shows = |shown: &str| {
+        let shown = shown.strip_suffix("...").unwrap_or(shown);
+        shown.find(&text[..20]).is_some_and(|at| {
+            let rest = &shown[at..];
+            rest.len() >= 30 && text.starts_with(rest)
+        })
+    };
+    assert!(
+        texts.iter().any(|t| shows(t)),
+        "{}: no {text:?} in {}",
+        scenario.name,
+        response.to_line()
+    );
+}
+
+/// The gates: without the host capability, or the resource undeclared, nothing reaches the
+/// cluster and the policy hears policy-server's refusal.
+fn gates_keep_lookups_from_the_cluster(
+    server: &Server,
+    cluster: &Mutex<FakeCluster>,
+    scenario: &Scenario,
+    index: usize,
+) {
     let (first, _) = session(scenario).pop_front().unwrap();
     let CallbackRequestType::KubernetesListResourceNamespace {
         api_version, kind, ..
@@ -301,42 +336,32 @@ fn context_aware_lookups_reach_the_cluster() {
         before,
         "the gates let a request through"
     );
-    // The policy cuts its warnings to about 120 characters ("..."): what shows of the error
-    // must be the start of `text`, at least 30 characters of it.
-    let said = |response: &AdmissionResponse, text: &str| {
-        let mut texts = response.warnings.clone().unwrap_or_default();
-        texts.extend(response.message().map(str::to_string));
-        let shows = |shown: &str| {
-            let shown = shown.strip_suffix("...").unwrap_or(shown);
-            shown.find(&text[..20]).is_some_and(|at| {
-                let rest = &shown[at..];
-                rest.len() >= 30 && text.starts_with(rest)
-            })
-        };
-        assert!(
-            texts.iter().any(|t| shows(t)),
-            "{}: no {text:?} in {}",
-            scenario.name,
-            response.to_line()
-        );
-    };
-    said(
+    assert_said(
+        scenario,
         &denied,
         "Policy has not been granted access to the 'kubernetes/list_resources_by_namespace' host capability. The violation has been reported.",
     );
-    said(
+    assert_said(
+        scenario,
         &undeclared,
         &format!("Policy has not been granted access to Kubernetes {api_version}/{kind} resources. The violation has been reported."),
     );
-    drop(server);
+}
 
-    // No cluster (no kubeconfig, --ignore-kubernetes-connection-failure): policy-evaluator's
-    // "not initialized" error reaches the policy.
+/// No cluster (no kubeconfig, --ignore-kubernetes-connection-failure): policy-evaluator's
+/// "not initialized" error reaches the policy.
+fn no_cluster_is_not_initialized(
+    policies: serde_json::Map<String, Value>,
+    scenario: &Scenario,
+    index: usize,
+) {
     let server = Start::new(Value::Object(policies))
         .arg("--ignore-kubernetes-connection-failure")
         .run();
+    let request = scenario.request().unwrap();
     let unreachable = server.review("validate", &format!("ca-{index}"), &request);
-    said(
+    assert_said(
+        scenario,
         &unreachable,
         "Callback evaluation failure: kube::Client was not initialized properly",
     );
@@ -347,4 +372,48 @@ fn context_aware_lookups_reach_the_cluster() {
         "{}",
         server.stderr()
     );
+}
+
+/// Every context-aware scenario, its session served by a fake API server the kube client
+/// reaches through KUBECONFIG: the lookups arrive as the session recorded them (discovery
+/// first, selectors as given) and the answer is `run`'s with the replayed session (but for
+/// the text of failed lookups, which is the kube client's). A policy without
+/// `hostCapabilities`, or without the resource in `contextAwareResources`, asks nothing and
+/// hears policy-server's refusal; no cluster at all is policy-server's "not initialized".
+#[test]
+fn context_aware_lookups_reach_the_cluster() {
+    let module = annotated_policy();
+    let url = module_url(&module);
+    let api = FakeApi::start(&module);
+    let (context_aware, groups, indexes) = answered_scenarios(true);
+    assert!(context_aware.len() > 5);
+    let policies = policies(&url, &api.resources, &groups.settings);
+    let server = Start::new(Value::Object(policies.clone()))
+        .kubeconfig(&api.kubeconfig)
+        .run();
+
+    let lookups = every_session_is_served_as_run_answers_it(
+        &server,
+        &api.cluster,
+        &module,
+        &context_aware,
+        &indexes,
+    );
+    assert!(lookups > 5, "only {lookups} lookups in the sessions");
+    let requests = api.cluster.lock().unwrap().requests.clone();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.starts_with("/apis/") && !r.contains("namespaces")),
+        "no discovery request: {requests:?}"
+    );
+
+    let (scenario, index) = context_aware
+        .iter()
+        .zip(&indexes)
+        .find(|(s, _)| !session(s).is_empty())
+        .unwrap();
+    gates_keep_lookups_from_the_cluster(&server, &api.cluster, scenario, *index);
+    drop(server);
+    no_cluster_is_not_initialized(policies, scenario, *index);
 }

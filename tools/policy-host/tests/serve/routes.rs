@@ -3,7 +3,6 @@
 
 use e2e_tests::annotated_policy;
 use policy_host::admission::AdmissionResponse;
-use policy_host::run::run;
 use serde_json::json;
 
 use crate::common::{module_url, run_answer, scenarios, HttpResponse, Start, CUSTOM_MESSAGE};

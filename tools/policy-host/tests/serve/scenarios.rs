@@ -3,12 +3,87 @@
 
 use e2e_tests::annotated_policy;
 use policy_host::admission::AdmissionResponse;
-use policy_host::run::run;
+use scenario_model::Scenario;
 use serde_json::{json, Value};
 
 use crate::common::{
     answered_scenarios, module_url, run_answer, status_message, Start, CUSTOM_MESSAGE,
 };
+
+/// Protect, monitor and protect with a custom message, for each settings group.
+fn policies(url: &str, settings: &[Value]) -> Value {
+    let mut policies = serde_json::Map::new();
+    for (index, settings) in settings.iter().enumerate() {
+        policies.insert(
+            format!("protect-{index}"),
+            json!({"module": url, "settings": settings}),
+        );
+        policies.insert(
+            format!("monitor-{index}"),
+            json!({"module": url, "policyMode": "monitor", "settings": settings}),
+        );
+        policies.insert(
+            format!("message-{index}"),
+            json!({"module": url, "policyMode": "protect", "settings": settings, "message": CUSTOM_MESSAGE}),
+        );
+    }
+    Value::Object(policies)
+}
+
+/// In monitor mode: allowed, no status, no patch, the same warnings and audit annotations.
+fn monitored(expected: &AdmissionResponse) -> AdmissionResponse {
+    AdmissionResponse {
+        allowed: true,
+        patch_type: None,
+        patch: None,
+        status: None,
+        ..expected.clone()
+    }
+}
+
+/// With a custom message, a rejection carries it and the policy's message moves to
+/// status.details.causes; the rest of the answer is `run`'s.
+fn carries_the_custom_message(message: &AdmissionResponse, expected: &AdmissionResponse) -> bool {
+    let status = message.status.clone().unwrap_or_default();
+    let causes = status
+        .details
+        .as_ref()
+        .and_then(|d| d.get("causes"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let cause = json!([{
+        "reason": null,
+        "message": status_message(expected).unwrap_or_default(),
+        "field": null
+    }]);
+    let same_rest = message.allowed == expected.allowed
+        && message.warnings == expected.warnings
+        && message.audit_annotations == expected.audit_annotations
+        && message.uid == expected.uid
+        && status.code == expected.code();
+    status.message.as_deref() == Some(CUSTOM_MESSAGE) && causes == cause && same_rest
+}
+
+/// One log line per request, with what the Go test needs to read the server's log.
+fn assert_one_log_line_per_request(log: &str, served: &[Scenario]) {
+    let first = &served[0];
+    let uid = first.request().unwrap()["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let line = log
+        .lines()
+        .find(|l| l.contains("validation policy_id=protect-") && l.contains(&uid))
+        .unwrap_or_else(|| panic!("no log line for {uid}:\n{log}"));
+    for field in [" kind=", " operation=", " user=", " allowed=", " code="] {
+        assert!(line.contains(field), "{field} missing from {line}");
+    }
+    let lines = log
+        .lines()
+        .filter(|l| l.contains(" INFO policy-host serve: validation policy_id="))
+        .count();
+    assert_eq!(lines, served.len() * 3, "one line per request:\n{log}");
+}
 
 /// Every scenario that needs no cluster, through three policies with its settings: protect
 /// (the answer is `run`'s, field for field), monitor (allowed, no status, no patch, the same
@@ -24,22 +99,7 @@ fn scenarios_are_served_as_run_answers_them_in_every_mode() {
         "only {} scenarios to serve",
         served.len()
     );
-    let mut policies = serde_json::Map::new();
-    for (index, settings) in groups.settings.iter().enumerate() {
-        policies.insert(
-            format!("protect-{index}"),
-            json!({"module": url, "settings": settings}),
-        );
-        policies.insert(
-            format!("monitor-{index}"),
-            json!({"module": url, "policyMode": "monitor", "settings": settings}),
-        );
-        policies.insert(
-            format!("message-{index}"),
-            json!({"module": url, "policyMode": "protect", "settings": settings, "message": CUSTOM_MESSAGE}),
-        );
-    }
-    let server = Start::new(Value::Object(policies))
+    let server = Start::new(policies(&url, &groups.settings))
         .arg("--ignore-kubernetes-connection-failure")
         .run();
 
@@ -60,13 +120,7 @@ fn scenarios_are_served_as_run_answers_them_in_every_mode() {
         }
 
         let monitor = server.review("validate", &format!("monitor-{index}"), &request);
-        let monitored = AdmissionResponse {
-            allowed: true,
-            patch_type: None,
-            patch: None,
-            status: None,
-            ..expected.clone()
-        };
+        let monitored = monitored(&expected);
         if monitor != monitored {
             failures.push(format!(
                 "{name} (monitor): served {}\n  expected {}",
@@ -86,24 +140,7 @@ fn scenarios_are_served_as_run_answers_them_in_every_mode() {
             }
         } else {
             rejections += 1;
-            let status = message.status.clone().unwrap_or_default();
-            let causes = status
-                .details
-                .as_ref()
-                .and_then(|d| d.get("causes"))
-                .cloned()
-                .unwrap_or(Value::Null);
-            let cause = json!([{
-                "reason": null,
-                "message": status_message(&expected).unwrap_or_default(),
-                "field": null
-            }]);
-            let same_rest = message.allowed == expected.allowed
-                && message.warnings == expected.warnings
-                && message.audit_annotations == expected.audit_annotations
-                && message.uid == expected.uid
-                && status.code == expected.code();
-            if status.message.as_deref() != Some(CUSTOM_MESSAGE) || causes != cause || !same_rest {
+            if !carries_the_custom_message(&message, &expected) {
                 failures.push(format!(
                     "{name} (message, rejected): served {}\n  run gives {}",
                     message.to_line(),
@@ -123,24 +160,5 @@ fn scenarios_are_served_as_run_answers_them_in_every_mode() {
         rejections > 5,
         "only {rejections} rejections among the scenarios"
     );
-
-    // One log line per request, with what the Go test needs to read the server's log.
-    let log = server.stderr();
-    let first = &served[0];
-    let uid = first.request().unwrap()["uid"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let line = log
-        .lines()
-        .find(|l| l.contains("validation policy_id=protect-") && l.contains(&uid))
-        .unwrap_or_else(|| panic!("no log line for {uid}:\n{log}"));
-    for field in [" kind=", " operation=", " user=", " allowed=", " code="] {
-        assert!(line.contains(field), "{field} missing from {line}");
-    }
-    let lines = log
-        .lines()
-        .filter(|l| l.contains(" INFO policy-host serve: validation policy_id="))
-        .count();
-    assert_eq!(lines, served.len() * 3, "one line per request:\n{log}");
+    assert_one_log_line_per_request(&server.stderr(), &served);
 }
