@@ -1,6 +1,7 @@
 //! What every test of this binary uses: temporary directories, the test PKI, a `policy-host
 //! serve` child and its HTTPS client, the scenarios and the answers `policy-host run` gives.
 
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

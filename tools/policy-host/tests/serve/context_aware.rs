@@ -1,6 +1,7 @@
 //! Context-aware lookups, answered by a fake API server through a kubeconfig.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
