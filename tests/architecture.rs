@@ -218,26 +218,26 @@ fn commit_like(line: &str) -> Option<String> {
     if line.contains("rustc 1.") {
         return None;
     }
-    let bytes = line.as_bytes();
-    let mut start = 0;
-    while start < bytes.len() {
-        let end = (start..bytes.len())
-            .find(|&i| !bytes[i].is_ascii_alphanumeric())
-            .unwrap_or(bytes.len());
-        let word = &line[start..end];
-        let before = if start == 0 { b' ' } else { bytes[start - 1] };
-        let hex = word
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if (7..=40).contains(&word.len())
-            && hex
-            && word.bytes().any(|b| b.is_ascii_digit())
-            && word.bytes().any(|b| b.is_ascii_alphabetic())
-            && !matches!(before, b'-' | b'@' | b'.' | b'/')
-        {
-            return Some(word.to_string());
+    let mut prev = ' ';
+    let mut word: Option<(usize, char)> = None;
+    for (i, c) in line.char_indices().chain([(line.len(), ' ')]) {
+        if c.is_ascii_alphanumeric() {
+            word.get_or_insert((i, prev));
+        } else if let Some((start, before)) = word.take() {
+            let w = &line[start..i];
+            let hex = w
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            if (7..=40).contains(&w.len())
+                && hex
+                && w.bytes().any(|b| b.is_ascii_digit())
+                && w.bytes().any(|b| b.is_ascii_alphabetic())
+                && !matches!(before, '-' | '@' | '.' | '/')
+            {
+                return Some(w.to_string());
+            }
         }
-        start = end + 1;
+        prev = c;
     }
     None
 }
