@@ -28,9 +28,9 @@ var (
 )
 
 // TestV1beta1Era: the configs and a KubeadmConfigTemplate of the same spec, stored before CAPI
-// v1.10's defaulters ran. It found two misreadings, now fixed and kept here as regressions: the
-// template's defaulter fills format and imagePullPolicy, and the defaulters re-marshal
-// durations (`timeout: 5m` comes back `5m0s`).
+// v1.10's defaulters ran. Two of its checks are regressions of misreadings: the template's
+// defaulter fills format and imagePullPolicy, and the defaulters re-marshal durations
+// (`timeout: 5m` comes back `5m0s`).
 func TestV1beta1Era(t *testing.T) { v1beta1Era(t, "kubeadmconfig.yaml", true) }
 
 // v1beta1Era runs the steps with testdata/v1beta1/<manifest> as both configs; withTemplate: a

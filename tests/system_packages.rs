@@ -1,6 +1,6 @@
 //! The Debian packages `make demo` and `make test` need are listed once, in
 //! .ci/system-packages, which the Makefile runs before building anything. Every other place
-//! that once repeated the list (.ci/run, the README, the docs) must not install packages or
+//! that could repeat the list (.ci/run, the README, the docs) must not install packages or
 //! name an `apt-get install` of its own, or the lists drift apart.
 
 use std::path::Path;

@@ -1,5 +1,9 @@
 package framework
 
+// Why one file: the kubelet stand-in is one loop over one Node's Pods (register, bind, start,
+// probe, restart, stop), and a Pod's volumes, token, /etc/hosts and Service proxies are steps
+// of starting it that share its runningPod; apart, each file would reach into the others'.
+
 import (
 	"context"
 	"crypto/tls"

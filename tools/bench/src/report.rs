@@ -199,6 +199,26 @@ fn with_baseline(baseline: Option<&Vec<CaseResult>>) -> &'static str {
 pub fn render(report: &Report) -> String {
     let mut md = String::new();
     let w = &mut md;
+    render_machine_and_targets(w, report);
+    render_per_evaluation(w, report);
+    render_memory(w, report);
+    render_sweep(w, report);
+    if !report.apiserver.is_empty() {
+        render_apiserver(w, report);
+    }
+    if !report.fleet.is_empty() {
+        render_fleet(w, report);
+    }
+    if let Some(drift) = &report.drift {
+        render_drift(w, drift);
+    }
+    render_compilation(w, report);
+    render_size(w, report);
+    md
+}
+
+/// The run's command and time, the machine, the targets met or missed.
+fn render_machine_and_targets(w: &mut String, report: &Report) {
     let (command, seconds) = (&report.command, report.elapsed.as_secs_f64());
     let _ = writeln!(
         w,
@@ -213,7 +233,10 @@ pub fn render(report: &Report) -> String {
         vec![t.target, t.measured, met.to_string()]
     });
     table(w, "<target | <measured | <", targets);
+}
 
+/// Each request natively, as a guest call and on a fresh instance, with the baseline's if any.
+fn render_per_evaluation(w: &mut String, report: &Report) {
     let baseline = report.cases_baseline.as_ref();
     let samples = report
         .cases
@@ -256,7 +279,10 @@ pub fn render(report: &Report) -> String {
         &before_head(head, baseline, "fresh instance + call"),
         rows,
     );
+}
 
+/// The guest's linear memory after init and after the call.
+fn render_memory(w: &mut String, report: &Report) {
     let _ = writeln!(
         w,
         "\n### Guest memory per evaluation\n\nThe size of the guest's exported linear memory on a \
@@ -273,7 +299,10 @@ pub fn render(report: &Report) -> String {
             .collect()
     });
     table(w, head, rows);
+}
 
+/// The cost against the object's size.
+fn render_sweep(w: &mut String, report: &Report) {
     let _ = writeln!(
         w,
         "\n### Cost against object size\n\nAn in-use KubeadmConfig made of 10 KiB files, one \
@@ -302,17 +331,10 @@ pub fn render(report: &Report) -> String {
             .collect()
     });
     table(w, head, rows);
+}
 
-    if !report.apiserver.is_empty() {
-        render_apiserver(w, report);
-    }
-    if !report.fleet.is_empty() {
-        render_fleet(w, report);
-    }
-    if let Some(drift) = &report.drift {
-        render_drift(w, drift);
-    }
-
+/// Loading the module, with wasmtime's cache off and on.
+fn render_compilation(w: &mut String, report: &Report) {
     let _ = writeln!(
         w,
         "\n### Compilation\n\nLoading the annotated module into a new engine, as policy-server \
@@ -338,7 +360,10 @@ pub fn render(report: &Report) -> String {
         })
     });
     table(w, "< | median", rows);
+}
 
+/// The module's size at each step of its build.
+fn render_size(w: &mut String, report: &Report) {
     let _ = writeln!(
         w,
         "\n### Module size\n\nThe shipped module at each step of its build: `cargo build` (release \
@@ -354,7 +379,6 @@ pub fn render(report: &Report) -> String {
     row.push(sizes.annotated_gzip.map_or("-".to_string(), fmt_bytes));
     let head = "cargo build | after wasm-opt | annotated | annotated, gzip -9";
     table(w, head, [row].into_iter());
-    md
 }
 
 fn render_apiserver(w: &mut String, report: &Report) {
