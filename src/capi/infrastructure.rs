@@ -9,7 +9,7 @@
 //! records are what docs/infrastructure.md's table shows (tests/infrastructure.rs holds it) and
 //! what the rules say about a pool whose `infrastructureRef` names one of these kinds.
 //!
-//! One file over 700 lines on purpose: the records are data, so a provider is one place (its
+//! Why one file: the records are data, so a provider is one place (its
 //! record and its cases in the rstest tables below).
 
 use crate::capi::kinds::GroupKind;

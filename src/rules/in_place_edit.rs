@@ -16,7 +16,7 @@
 //! looked up is [`crate::webhooks::bootstrap_config`]'s decision; templates (rule 8) share
 //! [`change_violations`].
 //!
-//! One file over 700 lines on purpose: the rule and its rstest tables together, as every rule of
+//! Why one file: the rule and its rstest tables together, as every rule of
 //! `rules/` keeps them (ARCHITECTURE.md, To add a rule).
 
 use crate::capi::conversion::{converted_from_another_version, served_version};
