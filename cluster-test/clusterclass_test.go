@@ -383,7 +383,7 @@ func (c *testCluster) topologyPersonEdits(t *testing.T) {
 	if r.Err != nil {
 		t.Errorf("the person's edit of the class's template %s was refused: %v\n%s", classTemplate, r.Err, r.Stderr)
 	}
-	if want := fmt.Sprintf("Warning: ClusterClass %s uses this template: MachineDeployments roll at the next reconcile, MachinePools do not", topologyClass); !strings.Contains(r.Stderr, want) {
+	if want := fmt.Sprintf("Warning: ClusterClass %s uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated", topologyClass); !strings.Contains(r.Stderr, want) {
 		t.Errorf("kubectl's stderr for the class's template lacks %q:\n%s", want, r.Stderr)
 	}
 

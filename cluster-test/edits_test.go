@@ -233,7 +233,7 @@ func (c *testCluster) replaceForce(t *testing.T) {
 	if r.Err != nil {
 		t.Fatalf("kubectl replace --force in the default mode: %v\n%s", r.Err, r.Stderr)
 	}
-	if want := fmt.Sprintf("Warning: MachinePool %s owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)", framework.PoolName); !strings.Contains(r.Stderr, want) {
+	if want := fmt.Sprintf("Warning: MachinePool %s owns it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)", framework.PoolName); !strings.Contains(r.Stderr, want) {
 		t.Errorf("kubectl's stderr lacks %q:\n%s", want, r.Stderr)
 	}
 	replaced := c.WaitFor(t, framework.KubeadmConfigGVK, configName, 3*time.Minute, "replaced, adopted by the pool again and its data secret written", func(u *unstructured.Unstructured) bool {

@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::capi::config_ref::RefStrings;
-use crate::capi::kinds::{GroupKind, CAPI_GROUP, MACHINE_POOL};
+use crate::capi::kinds::{group_of_api_version, GroupKind, CAPI_GROUP, MACHINE_POOL};
 use crate::capi::owners::Owner;
 use crate::reader::json::{read_document, serde_message, Next, Read, Reader};
 use crate::reader::node::Text;
@@ -17,11 +17,12 @@ use crate::reader::object::Object;
 
 /// The fields of a MachinePool (or MachineDeployment, MachineSet) the rules read; nothing else
 /// travels.
-pub const MACHINE_POOL_FIELDS: [&str; 4] = [
+pub const MACHINE_POOL_FIELDS: [&str; 5] = [
     "metadata.deletionTimestamp",
     "metadata.name",
     "metadata.uid",
     "spec.template.spec.bootstrap",
+    "spec.template.spec.infrastructureRef",
 ];
 /// The fields of a bootstrap config the rotation checks read.
 pub const CONFIG_FIELDS: [&str; 4] = [
@@ -142,7 +143,8 @@ fn items_of<'a, T>(
 }
 
 /// A MachinePool (MachineDeployment, MachineSet) of a list, as far as the rules read it: its
-/// name and uid, whether it is being deleted, its configRef and dataSecretName. It borrows from
+/// name and uid, whether it is being deleted, its configRef and dataSecretName, and its
+/// infrastructureRef (what the pool's infrastructure does with new bootstrap data). It borrows from
 /// the host's answer; the rest of the item is checked and skipped, not parsed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Consumer<'a> {
@@ -154,6 +156,18 @@ pub(crate) struct Consumer<'a> {
     /// it is not an object.
     pub config_ref: Option<Option<RefFields<'a>>>,
     pub data_secret_name: Option<Text<'a>>,
+    /// `spec.template.spec.infrastructureRef`, as the configRef.
+    pub infrastructure_ref: Option<Option<RefFields<'a>>>,
+}
+
+impl Consumer<'_> {
+    /// The group and kind its infrastructureRef names; empty strings when it has none.
+    pub fn infrastructure(&self) -> GroupKind {
+        match self.infrastructure_ref.flatten() {
+            Some(fields) => fields.group_kind(),
+            None => GroupKind::new("", ""),
+        }
+    }
 }
 
 /// The string fields of a configRef.
@@ -167,6 +181,17 @@ pub(crate) struct RefFields<'a> {
 }
 
 impl RefFields<'_> {
+    /// The group (`apiGroup`, else `apiVersion`'s) and kind the ref names.
+    pub fn group_kind(&self) -> GroupKind {
+        let text = |t: Option<Text>| t.map(|t| t.to_str().into_owned()).unwrap_or_default();
+        let group = match (self.api_group, self.api_version) {
+            (Some(group), _) => text(Some(group)),
+            (None, Some(version)) => group_of_api_version(&version.to_str()).to_string(),
+            (None, None) => String::new(),
+        };
+        GroupKind::new(&group, &text(self.kind))
+    }
+
     /// Whether the ref names the config `{group, kind} namespace/name`: what
     /// [`RefStrings::names`] says of its strings, compared as they are in the answer (a pool
     /// list is read in one pass, without a string built per pool).
@@ -249,6 +274,25 @@ fn read_at<'a, S: Default>(
 /// `configRef` and `dataSecretName` of `spec.template.spec.bootstrap`.
 type Bootstrap<'a> = (Option<Option<RefFields<'a>>>, Option<Text<'a>>);
 
+/// `spec.template.spec`: its bootstrap and its `infrastructureRef`.
+type TemplateSpec<'a> = (Bootstrap<'a>, Option<Option<RefFields<'a>>>);
+
+fn read_template_spec<'a>(r: &mut Reader<'a>, spec: &mut TemplateSpec<'a>) -> Read<()> {
+    r.read_object_or_skip(|r, key| {
+        if key.is("bootstrap") {
+            // A key given twice counts with its last value.
+            spec.0 = Bootstrap::default();
+            read_bootstrap(r, &mut spec.0)
+        } else if key.is("infrastructureRef") {
+            spec.1 = read_ref(r)?;
+            Ok(())
+        } else {
+            r.skip()
+        }
+    })
+    .map(|_| ())
+}
+
 fn read_bootstrap<'a>(r: &mut Reader<'a>, bootstrap: &mut Bootstrap<'a>) -> Read<()> {
     r.read_object_or_skip(|r, key| {
         if key.is("configRef") {
@@ -282,15 +326,18 @@ fn read_consumer<'a>(r: &mut Reader<'a>) -> Read<Consumer<'a>> {
             })?;
             Ok(())
         } else if key.is("spec") {
-            // spec.template.spec.bootstrap
-            let mut bootstrap = Bootstrap::default();
+            // spec.template.spec.bootstrap and .infrastructureRef
+            let mut template_spec = TemplateSpec::default();
             read_at(
                 r,
-                &["template", "spec", "bootstrap"],
-                &mut bootstrap,
-                read_bootstrap,
+                &["template", "spec"],
+                &mut template_spec,
+                read_template_spec,
             )?;
-            (pool.config_ref, pool.data_secret_name) = bootstrap;
+            (
+                (pool.config_ref, pool.data_secret_name),
+                pool.infrastructure_ref,
+            ) = template_spec;
             Ok(())
         } else {
             r.skip()

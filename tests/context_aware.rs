@@ -178,6 +178,48 @@ fn in_use_means_referenced(
     );
 }
 
+/// The refusal says what the pool's own infrastructure does after a rotation, read from the
+/// pool's infrastructureRef (v1beta2 `apiGroup` or v1beta1 `apiVersion`) through the lookup's
+/// field masks; a kind the policy has no record of, or no ref, gets what holds everywhere.
+#[rstest]
+#[case::azure_v1beta2(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureMachinePool", "name": "workers"}),
+    "On a rotation, AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents (")]
+#[case::aws_v1beta1(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachinePool", "name": "workers", "namespace": "default"}),
+    "On a rotation, AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true (")]
+#[case::eks_launch_template(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSManagedMachinePool", "name": "workers"}),
+    "This edit would still reach the nodes, unrecorded: AWSManagedMachinePool rolls every node on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate; a rotation rolls them too, recorded in the pool (")]
+#[case::unknown_kind(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ExampleMachinePool", "name": "workers"}),
+    "Whether existing instances are then replaced is the infrastructure provider's choice (")]
+#[case::no_ref(json!(null), "Whether existing instances are then replaced is the infrastructure provider's choice (")]
+fn the_refusal_names_what_the_pools_infrastructure_does(
+    #[case] infrastructure_ref: Value,
+    #[case] fragment: &str,
+) {
+    let mut p = pool("workers", "workers-1");
+    p["spec"]["template"]["spec"]["infrastructureRef"] = infrastructure_ref;
+    p["spec"]["template"]["spec"]["version"] = json!("v1.33.1");
+    let cluster = FakeCluster {
+        pools: vec![p],
+        apply_masks: true,
+        ..FakeCluster::default()
+    };
+    let old = config("workers-1", Some("workers"), "a");
+    let new = config("workers-1", Some("workers"), "b");
+    let verdict = evaluate_with(&on(), &request("UPDATE", Some(&new), Some(&old)), &cluster);
+    assert!(!verdict.allowed);
+    let message = verdict.message.unwrap();
+    assert!(
+        message.contains(&format!(
+            "The config is in use by MachinePool default/workers, and CAPI takes a bootstrap change only from a configRef rotation (cluster-api #8858). {fragment}"
+        )),
+        "{message}"
+    );
+    assert!(
+        message.contains("docs/infrastructure.md). To rotate, create a new KubeadmConfig"),
+        "{message}"
+    );
+}
+
 #[rstest]
 #[case::referenced_by_a_live_pool(json!(null), false, "[metadata.name: Forbidden: referenced by the configRef of MachinePool default/workers]")]
 #[case::pool_being_deleted(json!("2026-11-29T10:00:00Z"), true, "")]
@@ -217,7 +259,7 @@ fn recreate_under_a_consumed_data_secret_name_is_flagged() {
     let new = config("workers-1", None, "b");
     let verdict = evaluate_with(&on(), &request("CREATE", Some(&new), None), &cluster);
     assert!(verdict.allowed);
-    assert_eq!(verdict.warnings, ["KubeadmConfig workers-1: MachinePool workers already consumed this data secret name: no roll-out"]);
+    assert_eq!(verdict.warnings, ["KubeadmConfig workers-1: MachinePool workers already consumed this data secret name: no rotation"]);
 }
 
 #[test]
@@ -245,7 +287,7 @@ fn a_failed_lookup_falls_back_to_owner_references() {
 }
 
 /// The warning a DELETE of a config `workers` owns gets without an answer from the lookups.
-const OWNED_DELETE: &str = "MachinePool workers owns it: a same-name re-create rolls out nothing; \
+const OWNED_DELETE: &str = "MachinePool workers owns it: a same-name re-create is no rotation; \
     rotate configRef (contextAware: true refuses)";
 
 fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
@@ -258,7 +300,7 @@ fn rotate(cluster: &FakeCluster, to: &str) -> Verdict {
 #[case::target_missing(vec![config("workers-1", Some("workers"), "a")], true, "configRef target KubeadmConfig workers-2 does not exist yet: the MachinePool waits for it")]
 #[case::target_controlled_by_another_pool(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("batch"), "b")], false, "[spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig default/workers-2 is controlled by MachinePool default/batch]")]
 #[case::target_already_ours(vec![config("workers-1", Some("workers"), "a"), config("workers-2", Some("workers"), "b")], true, "")]
-#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "workers-2 has the same content as workers-1: the rotation replaces every instance for nothing")]
+#[case::same_content(vec![config("workers-1", Some("workers"), "a"), config("workers-2", None, "a")], true, "workers-2 has the same content as workers-1: a rotation for nothing")]
 fn rotation_targets(#[case] configs: Vec<Value>, #[case] allowed: bool, #[case] fragment: &str) {
     let cluster = FakeCluster {
         configs,

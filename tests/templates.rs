@@ -118,7 +118,7 @@ fn topology_copy(mut t: Value) -> Value {
 }
 
 #[rstest]
-#[case::clusterclass_template_edit(owned_by_class as fn(Value) -> Value, "alice", true, "ClusterClass quick-start uses this template: MachineDeployments roll at the next reconcile, MachinePools do not")]
+#[case::clusterclass_template_edit(owned_by_class as fn(Value) -> Value, "alice", true, "ClusterClass quick-start uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated")]
 #[case::topology_copy_by_controller(topology_copy as fn(Value) -> Value, CAPI_MANAGER, true, "")]
 #[case::topology_copy_by_someone_else(topology_copy as fn(Value) -> Value, "alice", false, "Cluster's copy that CAPI's topology controller manages")]
 fn clusterclass(

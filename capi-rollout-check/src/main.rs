@@ -5,12 +5,17 @@
 //!
 //! Exit codes: 0 nothing rejected (warnings allowed), 1 something would be rejected, 2 the input
 //! or the settings could not be read. The `settings` subcommand checks a policy manifest's
-//! settings before `kubectl apply` (settings_check.rs), `rotate` does a rotation (rotate/).
+//! settings before `kubectl apply` (settings_check.rs), `rotate` does a rotation (rotate/),
+//! `roll` replaces a MachinePool's instances that predate its bootstrap data (roll/).
 
 mod check;
+#[cfg(test)]
+mod fake;
+mod interrupt;
 mod lookups;
 mod manifests;
 mod report;
+mod roll;
 mod rotate;
 mod settings_check;
 
@@ -73,12 +78,28 @@ enum Command {
     #[command(
         after_help = "Exit codes: 0 rotated (and, in a cluster, taken up by CAPI; or a dry run), 1 the \
                       edit changes nothing, nothing created, 2 an error, nothing changed, 3 rotated, \
-                      CAPI had not taken the new config up within --timeout.\n\n\
+                      CAPI had not taken the new config up (or CAPA's instance refresh had not \
+                      ended) within --timeout. With --replace-instances, roll's codes once the \
+                      rotation is done (3: a step timed out, 130: interrupted; re-run roll).\n\n\
                       In a cluster:  capi-rollout-check rotate machinepool/pool-1 -n fleet -f pool-1-a.yaml\n\
                       \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --edit\n\
                       In Git:        capi-rollout-check rotate --manifests clusters/prod -f edited/pool-1-a.yaml --write"
     )]
     Rotate(RotateArgs),
+    /// Replace a MachinePool's instances launched before its current bootstrap data Secret,
+    /// where the infrastructure provider does not (CAPZ's AzureMachinePool, CAPD): delete their
+    /// Machines a few at a time, never below replicas minus maxUnavailable Ready, each step
+    /// waiting for the replacement to be Ready. A re-run goes on where a stopped one left off.
+    #[command(
+        after_help = "Exit codes: 0 every Machine launched before the data Secret replaced (or none \
+                      was; or a dry run; or the provider replaces them itself, or never reads \
+                      bootstrap data), 1 roll cannot replace them on this infrastructure (the \
+                      output says how), 2 an error (nothing deleted by the failing step), 3 a \
+                      step's --timeout passed, 130 interrupted (Ctrl-C): re-run the same command \
+                      to go on.\n\n\
+                      Example:  capi-rollout-check roll machinepool/pool-1 -n fleet --dry-run"
+    )]
+    Roll(RollArgs),
     /// Validate the settings of Kubewarden policy manifests (policy.yaml) with the policy's own
     /// validate_settings, before kubectl apply: each problem with its file, line and key.
     #[command(
@@ -155,15 +176,83 @@ struct RotateArgs {
     /// none, client (print what would be done), or server (every write sent as a dry run).
     #[arg(long = "dry-run", value_enum, default_value_t = rotate::cluster::DryRun::None, conflicts_with = "manifests")]
     dry_run: rotate::cluster::DryRun,
-    /// How long to wait for CAPI to take the new config up (seconds, or with s/m); 0: do not wait.
+    /// How long to wait for CAPI to take the new config up, and then for each step of what
+    /// follows (seconds, or with s/m); 0: do not wait.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     timeout: std::time::Duration,
+    /// A MachinePool whose provider replaces no instance (CAPZ, CAPD): once CAPI has taken the
+    /// new config up, replace the existing instances as `roll` does.
+    #[arg(long, conflicts_with = "manifests")]
+    replace_instances: bool,
     /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
     #[arg(long)]
     kubectl: Option<String>,
     /// The policy's settings, as for the check (its kinds and non-compared paths).
     #[arg(long, value_name = "FILE")]
     settings: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct RollArgs {
+    /// The MachinePool: machinepool/NAME.
+    #[arg(value_name = "machinepool/NAME")]
+    pool: String,
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+    #[arg(long)]
+    context: Option<String>,
+    #[arg(long)]
+    kubeconfig: Option<String>,
+    /// Print the plan (which Machines, in which order, the Ready floor) and delete nothing.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
+    /// How long each step may wait: for enough Ready Machines before a delete, and for the
+    /// replacement to be Ready after it (seconds, or with s/m).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
+    #[arg(long)]
+    kubectl: Option<String>,
+}
+
+fn kubectl(
+    program: Option<&String>,
+    kubeconfig: Option<&String>,
+    context: Option<&String>,
+) -> rotate::cluster::Kubectl {
+    rotate::cluster::Kubectl {
+        program: program
+            .cloned()
+            .or_else(|| std::env::var("KUBECTL").ok())
+            .unwrap_or_else(|| "kubectl".into()),
+        kubeconfig: kubeconfig.cloned(),
+        context: context.cloned(),
+        detached: true,
+    }
+}
+
+fn run_roll(args: &RollArgs) -> ExitCode {
+    let cluster = kubectl(
+        args.kubectl.as_ref(),
+        args.kubeconfig.as_ref(),
+        args.context.as_ref(),
+    );
+    interrupt::catch();
+    let request = roll::Request {
+        pool: &args.pool,
+        namespace: args.namespace.as_deref(),
+        dry_run: args.dry_run,
+        timeout: args.timeout,
+        interval: std::time::Duration::from_secs(2),
+        interrupted: &interrupt::interrupted,
+    };
+    match roll::roll(&cluster, &request, &mut std::io::stdout()) {
+        Ok(rolled) => ExitCode::from(rolled.exit_code()),
+        Err(e) => {
+            eprintln!("capi-rollout-check roll: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
 }
 
 fn parse_duration(text: &str) -> std::result::Result<std::time::Duration, String> {
@@ -260,15 +349,16 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    let cluster = rotate::cluster::Kubectl {
-        program: args
-            .kubectl
-            .clone()
-            .or_else(|| std::env::var("KUBECTL").ok())
-            .unwrap_or_else(|| "kubectl".into()),
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-    };
+    let mut cluster = kubectl(
+        args.kubectl.as_ref(),
+        args.kubeconfig.as_ref(),
+        args.context.as_ref(),
+    );
+    // Ctrl-C is caught only where roll's steps check it; a plain rotation stops at once.
+    cluster.detached = args.replace_instances;
+    if args.replace_instances {
+        interrupt::catch();
+    }
     let edited = match edited_text {
         Some(text) => rotate::Edited::Manifest { text, source },
         None => rotate::Edited::Editor(Box::new(run_editor)),
@@ -279,6 +369,8 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
         edited,
         dry_run: args.dry_run,
         timeout: args.timeout,
+        replace_instances: args.replace_instances,
+        interrupted: &interrupt::interrupted,
     };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
     match rotate::rotate(&cluster, &settings, &request, &mut out, &mut err) {
@@ -407,6 +499,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(Command::Rotate(args)) => return run_rotate(args),
         Some(Command::Settings(args)) => return run_settings(args),
+        Some(Command::Roll(args)) => return run_roll(args),
         None => {}
     }
     match run(&cli) {

@@ -8,8 +8,17 @@ use serde_json::{json, Value};
 use crate::check::{Outcome, Report};
 use crate::manifests::STDIN;
 
-/// What the engine's rotation remediation starts with, inside a rejection message.
-const REMEDIATION: &str = ". To roll a change out, ";
+/// What the engine's remediations start with, inside a rejection message: a config's rotation,
+/// a template's copy.
+const REMEDIATIONS: [&str; 2] = [". To rotate, ", ". To roll a change out, "];
+
+/// A rejection message split into its reason and its remediation (starting `To ...`).
+fn reason_and_fix(message: &str) -> Option<(&str, &str)> {
+    REMEDIATIONS.iter().find_map(|marker| {
+        let at = message.find(marker)?;
+        Some((&message[..at], &message[at + 2..]))
+    })
+}
 
 fn label(outcome: &Outcome) -> &'static str {
     if !outcome.verdict.allowed {
@@ -56,10 +65,10 @@ pub fn text(report: &Report, base: &str, head: &str) -> String {
             let _ = writeln!(out, "  changed: {}", outcome.changed.join(", "));
         }
         if let Some(message) = &outcome.verdict.message {
-            match message.split_once(REMEDIATION) {
+            match reason_and_fix(message) {
                 Some((reason, fix)) => {
                     let _ = writeln!(out, "  reason:  {reason}.");
-                    let _ = writeln!(out, "  fix:     To roll a change out, {fix}");
+                    let _ = writeln!(out, "  fix:     {fix}");
                 }
                 None => {
                     let _ = writeln!(out, "  reason:  {message}");

@@ -59,12 +59,12 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
     "REJECTED  UPDATE KubeadmConfig team-payments/workers-spot-8d2f0a1c\n  at:      tests/fixtures/heads/in-place-edit.yaml:3 (document 1)",
     "  changed: spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value (changed)\n",
     "  reason:  KubeadmConfig.bootstrap.cluster.x-k8s.io \"workers-spot-8d2f0a1c\" is invalid: [spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value: Forbidden: changed]. The config is in use by MachinePool team-payments/workers-spot",
-    "  fix:     To roll a change out, create a new KubeadmConfig \"workers-spot-f442e1ec\" in namespace team-payments with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool team-payments/workers-spot to \"workers-spot-f442e1ec\"",
+    "  fix:     To rotate, create a new KubeadmConfig \"workers-spot-f442e1ec\" in namespace team-payments with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool team-payments/workers-spot to \"workers-spot-f442e1ec\"",
     "1 change judged: 1 rejected, 0 allowed with warnings, 0 allowed",
 ], &[])]
 #[case::in_place_edit_warn_mode("in-place-edit.yaml", &["--settings", "tests/fixtures/settings/warn.yaml"], 0, &[
     "WARNING   UPDATE KubeadmConfig team-payments/workers-spot-8d2f0a1c",
-    "  warning: spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value edited in place: not rolled out to MachinePool team",
+    "  warning: spec.joinConfiguration.nodeRegistration.kubeletExtraArgs[0].value edited in place, not recorded in MachinePool team",
 ], &["REJECTED"])]
 // The repository's own policy.yaml as settings: its spec.settings are read.
 #[case::policy_manifest_as_settings("in-place-edit.yaml", &["--settings", "../policy.yaml"], 1, &[
@@ -75,7 +75,7 @@ const EDITED_VALUE: &str = "spec.joinConfiguration.nodeRegistration.kubeletExtra
     "  warning: configRef target KubeadmConfig workers-spot-f442e1ec does not exist yet: the MachinePool waits for it",
 ], &["REJECTED"])]
 #[case::rotation_same_content("same-content.yaml", &[], 0, &[
-    "  warning: workers-spot-f442e1ec has the same content as workers-spot-8d2f0a1c: the rotation replaces every instance for nothing",
+    "  warning: workers-spot-f442e1ec has the same content as workers-spot-8d2f0a1c: a rotation for nothing",
 ], &["REJECTED"])]
 #[case::delete_referenced_config("delete-referenced.yaml", &[], 1, &[
     "REJECTED  DELETE KubeadmConfig team-payments/workers-ondemand-1a2b3c4d\n  at:      tests/fixtures/base/team-payments/workers-ondemand.json:1 (document 1)",

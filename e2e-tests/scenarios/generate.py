@@ -30,6 +30,11 @@ CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 RKE2_BOOTSTRAP = "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager"
 CONTROLLER_WRITE = "controller-write"
+# What the refusal of an in-place edit says (src/rules/in_place_edit.rs): what holds for every
+# pool, and, with contextAware, what the pool's infrastructure does (src/capi/infrastructure.rs).
+INFRA_DOCS = "https://github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/blob/main/docs/infrastructure.md"
+ONLY_A_ROTATION = "CAPI takes a bootstrap change only from a configRef rotation (cluster-api #8858)"
+PROVIDER_DECIDES = f"Whether existing instances are then replaced is the infrastructure provider's choice ({INFRA_DOCS})."
 ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:authenticated"]}
 BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
 PLURAL = {"ConfigMap": "configmaps", "KubeadmConfigTemplate": "kubeadmconfigtemplates",
@@ -119,7 +124,8 @@ def scenario(name, description, req, expect, settings=None, session=None):
     SCENARIOS.append((name, description, req, expect, settings, session))
 
 
-MP_FIELDS = ["metadata.deletionTimestamp", "metadata.name", "metadata.uid", "spec.template.spec.bootstrap"]
+MP_FIELDS = ["metadata.deletionTimestamp", "metadata.name", "metadata.uid", "spec.template.spec.bootstrap",
+             "spec.template.spec.infrastructureRef"]
 CONFIG_FIELDS = ["metadata.name", "metadata.ownerReferences", "spec", "status"]
 
 
@@ -251,8 +257,8 @@ for v in ("v1beta1", "v1beta2"):
              request("UPDATE", edited(old, edit_in_place), old),
              {"allowed": False, "code": 403, "messageContains": [
                  f'KubeadmConfig.bootstrap.cluster.x-k8s.io "{CONFIG}" is invalid: [spec.files[0].content: Forbidden: changed, spec.joinConfiguration.nodeRegistration.{args_path}: Forbidden: changed]',
-                 f"The config is in use by MachinePool {NS}/{POOL}, and CAPI does not roll in-place bootstrap edits out to existing instances (cluster-api #8858)",
-                 'To roll a change out, create a new KubeadmConfig "workers-spot-',
+                 f"The config is in use by MachinePool {NS}/{POOL}, and {ONLY_A_ROTATION}. {PROVIDER_DECIDES}",
+                 'To rotate, create a new KubeadmConfig "workers-spot-',
                  f"in namespace {NS} with the desired spec, then set spec.template.spec.bootstrap.configRef.name of MachinePool {NS}/{POOL} to \"workers-spot-"]})
 fresh = kubeadm_config("v1beta1", status=False)
 fresh["spec"]["joinConfiguration"]["discovery"] = {}
@@ -281,7 +287,7 @@ scenario("kubeadmconfig-v1beta2-edit-not-in-use",
 scenario("kubeadmconfig-v1beta2-edit-warn-mode",
          "inPlaceEdits: warn lets the edit through with a short warning",
          request("UPDATE", edited(old, edit_in_place), old),
-         {"allowed": True, "warnings": 1, "warningsContain": [f"spec.files[0].content (+1 more) edited in place: not rolled out to MachinePool {NS}/{POOL}"]},
+         {"allowed": True, "warnings": 1, "warningsContain": [f"spec.files[0].content (+1 more) edited in place, not recorded in MachinePool {NS}/{POOL}"]},
          settings={"inPlaceEdits": "warn"})
 scenario("kubeadmconfig-v1beta2-edit-allow-mode",
          "inPlaceEdits: allow switches the check off",
@@ -303,7 +309,7 @@ scenario("kubeadmconfig-v1beta2-fill-once-paths-setting",
          settings={"fillOncePaths": {"KubeadmConfig": ["spec.ntp.enabled", "spec.ntp.servers"]}})
 scenario("kubeadmconfig-v1beta2-delete",
          "a person's DELETE of a config its pool controls, in use or rotated out: allowed with a warning (contextAware refuses it when referenced)",
-         request("DELETE", None, old), {"allowed": True, "warnings": 1, "warningsContain": [f"MachinePool {POOL} owns it: a same-name re-create rolls out nothing"]})
+         request("DELETE", None, old), {"allowed": True, "warnings": 1, "warningsContain": [f"MachinePool {POOL} owns it: a same-name re-create is no rotation"]})
 
 # --- Rule 3: ClusterClass -----------------------------------------------------------------------
 topo = kubeadm_config("v1beta2", labels={"topology.cluster.x-k8s.io/owned": "", "topology.cluster.x-k8s.io/deployment-name": "md-0"})
@@ -414,12 +420,16 @@ scenario("other-kind-untouched",
 CA = {"contextAware": True}
 
 
-def live_pool(config_name, deleting=False):
+def live_pool(config_name, deleting=False, infrastructure=None):
+    """A pool as the field masks leave it; `infrastructure`: its infrastructureRef, or the
+    AWSMachinePool machine_pool() gives it."""
     p = machine_pool("v1beta2", ref("v1beta2", config_name), data_secret=config_name)
     m = {"name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
     if deleting:
         m["deletionTimestamp"] = "2026-11-29T08:00:00Z"
-    return {"metadata": m, "spec": {"template": {"spec": {"bootstrap": p["spec"]["template"]["spec"]["bootstrap"]}}}}
+    spec = p["spec"]["template"]["spec"]
+    return {"metadata": m, "spec": {"template": {"spec": {
+        "bootstrap": spec["bootstrap"], "infrastructureRef": infrastructure or spec["infrastructureRef"]}}}}
 
 
 scenario("context-aware-rotated-out-edit",
@@ -436,7 +446,7 @@ scenario("context-aware-referenced-not-adopted",
 scenario("context-aware-delete-referenced",
          "contextAware: deleting a config a live pool references is rejected (delete-and-recreate is an in-place edit in disguise)",
          request("DELETE", None, old),
-         {"allowed": False, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachinePool {NS}/{POOL}]", "re-creating it under the same name rolls nothing out"]},
+         {"allowed": False, "messageContains": [f"[metadata.name: Forbidden: referenced by the configRef of MachinePool {NS}/{POOL}]", "re-creating it under the same name is no rotation"]},
          settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
 scenario("context-aware-delete-with-its-pool",
          "contextAware: the pool that references the config is being deleted itself: DELETE allowed",
@@ -445,7 +455,7 @@ scenario("context-aware-delete-with-its-pool",
 scenario("context-aware-recreate-consumed-name",
          "contextAware: creating a config under a name whose data secret a pool already consumed is flagged: it will not roll out",
          request("CREATE", kubeadm_config("v1beta2", owned=False, status=False)),
-         {"allowed": True, "warnings": 1, "warningsContain": [f"KubeadmConfig {CONFIG}: MachinePool {POOL} already consumed this data secret name: no roll-out"]},
+         {"allowed": True, "warnings": 1, "warningsContain": [f"KubeadmConfig {CONFIG}: MachinePool {POOL} already consumed this data secret name: no rotation"]},
          settings=CA, session=[pools_exchange([live_pool(CONFIG)])])
 scenario("context-aware-lookup-fails",
          "contextAware: a failed lookup (RBAC) is no 500: the ownerReference rules decide, with a warning cut to 120 characters and the whole error in the audit log",
@@ -486,9 +496,9 @@ scenario("context-aware-rotation-to-controlled-config",
                                config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
 same = {"metadata": {"name": "workers-spot-4c1d9e2b"}, "spec": kubeadm_spec("v1beta2", token="")}
 scenario("context-aware-rotation-same-content",
-         "contextAware: rotating to a config with the same content (token aside) replaces every instance for nothing: warning",
+         "contextAware: rotating to a config with the same content (token aside) is a rotation for nothing: warning",
          request("UPDATE", rot_new, rot_old),
-         {"allowed": True, "warnings": 1, "warningsContain": ["workers-spot-4c1d9e2b has the same content as workers-spot-8d2f0a1c: the rotation replaces every instance for nothing"]},
+         {"allowed": True, "warnings": 1, "warningsContain": ["workers-spot-4c1d9e2b has the same content as workers-spot-8d2f0a1c: a rotation for nothing"]},
          settings=CA, session=[config_exchange("workers-spot-4c1d9e2b", [same]),
                                config_exchange(CONFIG, [{"metadata": {"name": CONFIG}, "spec": kubeadm_spec("v1beta2")}])])
 
@@ -545,7 +555,7 @@ cc = kubeadm_template("v1beta2", owners=[{"apiVersion": "cluster.x-k8s.io/v1beta
 scenario("kubeadmconfigtemplate-clusterclass-owned-edit",
          "a template a ClusterClass owns is edited on purpose: allowed, with a warning that every Cluster of the class rolls",
          request("UPDATE", edited(cc, edit_template), cc),
-         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: MachineDeployments roll at the next reconcile, MachinePools do not"]})
+         {"allowed": True, "warnings": 1, "warningsContain": ["ClusterClass aws-quick-start uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated"]})
 topo_copy = kubeadm_template("v1beta2", labels={"topology.cluster.x-k8s.io/owned": ""})
 scenario("kubeadmconfigtemplate-topology-copy-edit",
          "a Cluster's topology-owned copy edited by a user is rejected: the topology controller owns it",
@@ -979,7 +989,7 @@ scenario("kubeadmconfig-v1beta1-zeros-readded-v1beta1-stored",
 # and the pool's dataSecretName does not change: nothing rolls out. Without lookups the
 # DELETE is warned (deleteOwnedConfigs, default warn) and the CREATE cannot be told from a new
 # config; with contextAware the DELETE is refused while a live pool references the config.
-OWNED_DELETE = f"MachinePool {POOL} owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"
+OWNED_DELETE = f"MachinePool {POOL} owns it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)"
 in_use = kubeadm_config("v1beta2")
 replace_delete = request("DELETE", None, in_use)
 replace_delete["options"].update(propagationPolicy="Background")
@@ -1057,7 +1067,7 @@ owned_template = kubeadm_template("v1beta2", owners=cluster_owner)
 scenario("kubeadmconfigtemplate-v1beta2-delete-cluster-owned",
          "a person's DELETE of a template its Cluster owns (as CAPI's MachineDeployment controller sets it), default mode: allowed with a warning",
          request("DELETE", None, owned_template),
-         {"allowed": True, "warnings": 1, "warningsContain": [f"Cluster {capi.CLUSTER} owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)"]})
+         {"allowed": True, "warnings": 1, "warningsContain": [f"Cluster {capi.CLUSTER} owns it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)"]})
 scenario("kubeadmconfigtemplate-v1beta2-delete-reject-mode",
          "deleteOwnedConfigs: reject refuses a person's DELETE of a template its Cluster owns",
          request("DELETE", None, owned_template),
@@ -1154,6 +1164,27 @@ scenario("kubeadmconfig-v1beta1-content-format-changed-v1beta2-stored",
          request("UPDATE", reapplied(cf_v1beta1, content_format("Raw"), server_side=False), cf_v1beta1),
          {"allowed": False, "code": 403, "messageContains": [f"[{cf_path}: Forbidden: changed]"], "warnings": 0})
 
+# --- contextAware: what the refusal says of the pool's infrastructure -----------------------------
+# Per kind the pool's infrastructureRef names (src/capi/infrastructure.rs); a kind without a record
+# gets what holds for every pool, as without lookups.
+infra_old = kubeadm_config("v1beta2")
+INFRA_REFUSALS = [
+    ("azure", capi.INFRA_GROUP, "AzureMachinePool", "On a rotation, AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents"),
+    ("aws", capi.INFRA_GROUP, "AWSMachinePool", "On a rotation, AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true"),
+    ("aws-managed", capi.INFRA_GROUP, "AWSManagedMachinePool", "This edit would still reach the nodes, unrecorded: AWSManagedMachinePool rolls every node on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate; a rotation rolls them too, recorded in the pool"),
+    ("docker", capi.INFRA_GROUP, "DockerMachinePool", "On a rotation, DockerMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them"),
+    ("gcp", capi.INFRA_GROUP, "GCPMachinePool", "On a rotation, GCPMachinePool replaces no existing instance: new instances take the new data; to replace them, drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)"),
+    ("oci", capi.INFRA_GROUP, "OCIMachinePool", "On a rotation, OCIMachinePool replaces no existing instance: new instances take the new data; to replace them, drain the nodes, then detach their instances from the instance pool with auto-terminate and no size decrement (OCI); deleting a pool Machine leaves its instance running"),
+    ("unknown-kind", capi.INFRA_GROUP, "ExampleMachinePool", None),
+]
+for slug, group, kind, text in INFRA_REFUSALS:
+    effect = f"{text} ({INFRA_DOCS})." if text else PROVIDER_DECIDES
+    scenario(f"context-aware-edit-in-use-{slug}",
+             f"contextAware: an in-place edit of the config of a pool on {kind} is refused, saying what {'its infrastructure' if text else 'every infrastructure'} does after a rotation",
+             request("UPDATE", edited(infra_old, edit_in_place), infra_old),
+             {"allowed": False, "code": 403, "messageContains": [
+                 f"The config is in use by MachinePool {NS}/{POOL}, and {ONLY_A_ROTATION}. {effect} To rotate, create a new KubeadmConfig \"workers-spot-"]},
+             settings=CA, session=[pools_exchange([live_pool(CONFIG, infrastructure=capi.ref("v1beta2", kind, POOL, group))])])
 
 def write():
     keep = set()

@@ -59,6 +59,18 @@ pub struct DocumentedEdit {
     pub rolled_out_by: &'static str,
 }
 
+/// When an in-place edit of a config in use reaches its data Secret.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rendering {
+    /// CABPK: re-rendered from the current spec at each bootstrap token rotation of a pool
+    /// with nodeRefs and token discovery (within ~TTL/2 + TTL/3: 10-12.5 min at the default TTL).
+    AtTokenRotation,
+    /// EKSConfig, NodeadmConfig: every reconcile, written when the bytes differ.
+    EveryReconcile,
+    /// RKE2, k3s, Talos, k0s: rendered once; an edit reaches no instance, not even new ones.
+    Once,
+}
+
 /// A bootstrap provider's config kind, as the policy knows it.
 #[derive(Debug)]
 pub struct Provider {
@@ -82,6 +94,8 @@ pub struct Provider {
     /// The in-place template edit the provider documents, if any.
     pub template_documented_edit: Option<DocumentedEdit>,
     pub defaulter: Defaulter,
+    /// When an in-place edit reaches the data Secret (and so the infrastructure).
+    pub rendering: Rendering,
 }
 
 /// CAPI core's manager: kubernetes-sigs/cluster-api core/config/default/kustomization.yaml
@@ -126,6 +140,11 @@ pub const PROVIDERS: [Provider; 8] = [
         ],
         template_documented_edit: None,
         defaulter: Defaulter::KubeadmDurations,
+        // kubernetes-sigs/cluster-api bootstrap/kubeadm/internal/controllers/kubeadmconfig_controller.go:
+        // rotateMachinePoolBootstrapToken -> joinWorker -> storeBootstrapData re-renders a
+        // MachinePool's Secret from the current spec, while the pool has nodeRefs and uses
+        // token discovery.
+        rendering: Rendering::AtTokenRotation,
     },
     Provider {
         clusterctl: "aws-eks",
@@ -147,6 +166,9 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[],
         template_documented_edit: None,
         defaulter: Defaulter::None,
+        // CAPA bootstrap/eks/controllers/eksconfig_controller.go: a MachinePool owner's Secret is
+        // re-rendered on every reconcile and written when the bytes differ.
+        rendering: Rendering::EveryReconcile,
     },
     Provider {
         clusterctl: "aws-eks",
@@ -160,6 +182,8 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[],
         template_documented_edit: None,
         defaulter: Defaulter::None,
+        // As EKSConfig (bootstrap/eks/controllers/nodeadmconfig_controller.go).
+        rendering: Rendering::EveryReconcile,
     },
     Provider {
         clusterctl: "rke2",
@@ -179,6 +203,8 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[builtin_path! { spec.template.spec.agentConfig.format }],
         template_documented_edit: None,
         defaulter: Defaulter::Rke2UserData,
+        // The controller returns early once status.ready is set: rendered once.
+        rendering: Rendering::Once,
     },
     Provider {
         clusterctl: "k0sproject-k0smotron",
@@ -207,6 +233,8 @@ pub const PROVIDERS: [Provider; 8] = [
             rolled_out_by: "rolls out with the MachineDeployment's version bump only",
         }),
         defaulter: Defaulter::None,
+        // Rendered once, as RKE2.
+        rendering: Rendering::Once,
     },
     Provider {
         clusterctl: "k3s",
@@ -226,6 +254,8 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[],
         template_documented_edit: None,
         defaulter: Defaulter::None,
+        // Rendered once, as RKE2.
+        rendering: Rendering::Once,
     },
     Provider {
         clusterctl: "microk8s",
@@ -240,6 +270,9 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[],
         template_documented_edit: None,
         defaulter: Defaulter::None,
+        // canonical/cluster-api-bootstrap-provider-microk8s controllers/microk8sconfig_controller.go:
+        // "the config is already generated and need not be generated again" once status.ready.
+        rendering: Rendering::Once,
     },
     Provider {
         clusterctl: "talos",
@@ -253,6 +286,8 @@ pub const PROVIDERS: [Provider; 8] = [
         template_fill_once: &[],
         template_documented_edit: None,
         defaulter: Defaulter::None,
+        // Rendered once; its own webhook refuses spec changes anyway.
+        rendering: Rendering::Once,
     },
 ];
 
@@ -514,5 +549,19 @@ mod tests {
             template_of
         );
         assert_eq!(provider_of(kind).map(|p| p.config_kind), config);
+    }
+
+    /// When an in-place edit reaches the data Secret, per config kind.
+    #[rstest]
+    #[case::kubeadm("KubeadmConfig", Rendering::AtTokenRotation)]
+    #[case::eks("EKSConfig", Rendering::EveryReconcile)]
+    #[case::nodeadm("NodeadmConfig", Rendering::EveryReconcile)]
+    #[case::rke2("RKE2Config", Rendering::Once)]
+    #[case::k0s("K0sWorkerConfig", Rendering::Once)]
+    #[case::k3s("KThreesConfig", Rendering::Once)]
+    #[case::microk8s("MicroK8sConfig", Rendering::Once)]
+    #[case::talos("TalosConfig", Rendering::Once)]
+    fn rendering_per_kind(#[case] kind: &str, #[case] rendering: Rendering) {
+        assert_eq!(provider_of(kind).map(|p| p.rendering), Some(rendering));
     }
 }

@@ -3,7 +3,7 @@
 //! A DELETE followed by a CREATE under the same name with another spec (`kubectl replace
 //! --force`, Argo CD's `Replace=true,Force=true`) is an in-place edit in two requests: CAPI
 //! adopts the new object, the provider regenerates the same-named data secret from it, and the
-//! pool's `dataSecretName` does not change, so nothing rolls out.
+//! pool's `dataSecretName` does not change: no rotation, nothing recorded in the pool.
 //!
 //! With lookups, deleting a config a live MachinePool references is refused ([`check_delete`]),
 //! and creating one under a name whose data secret a pool already consumed is flagged
@@ -25,6 +25,7 @@
 //! documents as there for "any validation webhook" to decide on
 //! (cmd/clusterctl/api/v1alpha3/annotations.go). The user running clusterctl is a person.
 
+use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
 use crate::capi::kinds::{
     group_of_api_version, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET,
 };
@@ -33,7 +34,7 @@ use crate::reader::object::Object;
 pub use crate::reader::object::DELETE_FOR_MOVE;
 use crate::reader::request::Requester;
 use crate::rules::controller_writes::is_controller;
-use crate::rules::in_place_edit::pools;
+use crate::rules::in_place_edit::{pools, ONLY_A_ROTATION};
 use crate::rules::ownership::GARBAGE_COLLECTOR;
 use crate::settings::{Action, Settings};
 use crate::verdict::{Finding, Subject, Verdict, Violation};
@@ -89,7 +90,7 @@ pub fn check_delete(
         )],
         explanation: format!(
             "Deleting it stops {pools} from reconciling, and re-creating it under the same name \
-             rolls nothing out. Point spec.template.spec.bootstrap.configRef of {pools} at \
+             is no rotation. Point spec.template.spec.bootstrap.configRef of {pools} at \
              another {} first, or delete the MachinePool",
             subject.group_kind.kind
         ),
@@ -153,7 +154,7 @@ pub fn template_owners(old_object: Option<&Object>) -> Vec<OwnedBy> {
 /// Without lookups (or when they failed): a person's DELETE of a config or template whose
 /// stored object names `owners` ([`config_owners`], [`template_owners`]). The ownerReference
 /// cannot say whether the owner still uses it (a re-create under the same name is then an
-/// in-place edit nothing rolls out) or it was rotated out (a cleanup): `deleteOwnedConfigs`
+/// in-place edit, no rotation) or it was rotated out (a cleanup): `deleteOwnedConfigs`
 /// says what it gets, a warning by default. Never for the garbage collector, the namespace
 /// controller or `controllerUsers`: they delete what an owner's deletion leaves.
 pub fn check_owned_delete(
@@ -175,9 +176,10 @@ pub fn check_owned_delete(
     let kind = &subject.group_kind.kind;
     let remedy = if owners.iter().any(|o| o.kind == MACHINE_POOL) {
         format!(
-            "changes the nodes' bootstrap data without rolling it out to existing instances \
-             (cluster-api #8858). To roll a change out, create a new {kind} under another name \
-             and set spec.template.spec.bootstrap.configRef.name of {all} to it"
+            "changes the bootstrap data without a rotation: {ONLY_A_ROTATION}, and whether \
+             existing instances are then replaced is the infrastructure provider's choice \
+             ({INFRASTRUCTURE_DOCS}). To rotate, create a new {kind} under another name and set \
+             spec.template.spec.bootstrap.configRef.name of {all} to it"
         )
     } else {
         "changes the template without rolling it out to existing Machines (cluster-api #4145). \
@@ -203,7 +205,7 @@ pub fn check_owned_delete(
              identity, or with contextAware: true, which tells the two apart"
         ),
         warning: format!(
-            "{} {} it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)",
+            "{} {} it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)",
             owners
                 .iter()
                 .map(|o| format!("{} {}", o.kind, o.name))
@@ -216,13 +218,13 @@ pub fn check_owned_delete(
 }
 
 /// With lookups: a config created under a name whose data secret a MachinePool already consumed
-/// will not roll out (the pool sees no new data secret name).
+/// is no rotation (the pool sees no new data secret name).
 pub fn check_recreate(subject: &Subject, consumers: &[Owner]) -> Option<Finding> {
     if consumers.is_empty() {
         return None;
     }
     Some(Finding::warning(format!(
-        "{} {}: MachinePool {} already consumed this data secret name: no roll-out",
+        "{} {}: MachinePool {} already consumed this data secret name: no rotation",
         subject.group_kind.kind,
         subject.name,
         consumers
@@ -332,8 +334,8 @@ mod tests {
     }
 
     #[rstest]
-    #[case::consumed(&["mp"], Some("KubeadmConfig pool-1-a: MachinePool mp already consumed this data secret name: no roll-out"))]
-    #[case::consumed_twice(&["mp", "mp-b"], Some("KubeadmConfig pool-1-a: MachinePool mp, mp-b already consumed this data secret name: no roll-out"))]
+    #[case::consumed(&["mp"], Some("KubeadmConfig pool-1-a: MachinePool mp already consumed this data secret name: no rotation"))]
+    #[case::consumed_twice(&["mp", "mp-b"], Some("KubeadmConfig pool-1-a: MachinePool mp, mp-b already consumed this data secret name: no rotation"))]
     #[case::fresh_name(&[], None)]
     fn creating_under_a_consumed_name(#[case] consumers: &[&str], #[case] warning: Option<&str>) {
         let finding = check_recreate(&subject(), &owners(consumers));
@@ -398,8 +400,8 @@ mod tests {
         }
     }
 
-    const POOL_WARNING: &str = "MachinePool workers-spot owns it: a same-name re-create rolls out \
-        nothing; rotate configRef (contextAware: true refuses)";
+    const POOL_WARNING: &str = "MachinePool workers-spot owns it: a same-name re-create is no \
+        rotation; rotate configRef (contextAware: true refuses)";
 
     /// Who gets what on the DELETE of an owned config without lookups.
     #[rstest]
@@ -412,8 +414,8 @@ mod tests {
     #[case::capi_manager("reject", "system:serviceaccount:capi-system:capi-manager", &[("MachinePool", "workers-spot")], None)]
     #[case::kubeadm_bootstrap("reject", "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager", &[("MachinePool", "workers-spot")], None)]
     #[case::gc_prefix_is_a_person("warn", "system:serviceaccount:kube-system:generic-garbage-collector2", &[("MachinePool", "workers-spot")], Some((Action::Warn, POOL_WARNING)))]
-    #[case::template_of_a_cluster("warn", "alice", &[("Cluster", "prod-eu-1")], Some((Action::Warn, "Cluster prod-eu-1 owns it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)")))]
-    #[case::two_owners("warn", "alice", &[("Cluster", "prod"), ("MachineDeployment", "md")], Some((Action::Warn, "Cluster prod, MachineDeployment md own it: a same-name re-create rolls out nothing; rotate configRef (contextAware: true refuses)")))]
+    #[case::template_of_a_cluster("warn", "alice", &[("Cluster", "prod-eu-1")], Some((Action::Warn, "Cluster prod-eu-1 owns it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)")))]
+    #[case::two_owners("warn", "alice", &[("Cluster", "prod"), ("MachineDeployment", "md")], Some((Action::Warn, "Cluster prod, MachineDeployment md own it: a same-name re-create is no rotation; rotate configRef (contextAware: true refuses)")))]
     fn deleting_an_owned_config_without_lookups(
         #[case] mode: &str,
         #[case] user: &str,
@@ -443,7 +445,7 @@ mod tests {
     }
 
     #[rstest]
-    #[case::config(&[("MachinePool", "workers-spot")], "changes the nodes' bootstrap data without rolling it out to existing instances (cluster-api #8858). To roll a change out, create a new KubeadmConfig under another name and set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/workers-spot to it")]
+    #[case::config(&[("MachinePool", "workers-spot")], "changes the bootstrap data without a rotation: CAPI takes a bootstrap change only from a configRef rotation (cluster-api #8858), and whether existing instances are then replaced is the infrastructure provider's choice (https://github.com/capi-bootstrap-rollout-policy/capi-bootstrap-rollout-policy/blob/main/docs/infrastructure.md). To rotate, create a new KubeadmConfig under another name and set spec.template.spec.bootstrap.configRef.name of MachinePool fleet/workers-spot to it")]
     #[case::template(&[("Cluster", "prod")], "changes the template without rolling it out to existing Machines (cluster-api #4145). To roll a change out, copy it under another name and set spec.template.spec.bootstrap.configRef.name of its MachineDeployments to the copy")]
     fn a_refusal_says_why_and_what_to_do(
         #[case] owners: &[(&'static str, &str)],

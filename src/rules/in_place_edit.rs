@@ -1,6 +1,10 @@
-//! Rule 2, in-place edits: a spec change of a bootstrap config in use by a MachinePool is not
-//! rolled out to the pool's existing instances (cluster-api #8858, #4145), so it is refused
-//! with every changed field and the rotation that does roll it out.
+//! Rule 2, in-place edits: CAPI takes a bootstrap change of a MachinePool only from a rotated
+//! `configRef` (cluster-api #8858, #4145): explicit, reviewed, recorded in the pool, taken at once
+//! by new instances, and rolled out where the infrastructure provider does that. A spec change
+//! of a config in use is none of these, so it is refused with every changed field and the
+//! rotation. Whether a pool's existing instances are replaced after a rotation is its
+//! infrastructure provider's choice ([`crate::capi::infrastructure`]): with lookups the
+//! refusal says what the pool's own infrastructure does, without them what holds everywhere.
 //!
 //! Not compared, per kind (extendable in the settings), as [`crate::capi::providers`] lists
 //! them: machine-only fields, any change allowed (the bootstrap token CAPI rotates every
@@ -15,6 +19,9 @@
 use crate::capi::conversion::{converted_from_another_version, served_version};
 use crate::capi::defaulters::as_defaulted;
 use crate::capi::field_rules::FieldRules;
+use crate::capi::infrastructure::refusal_sentence;
+#[cfg(test)]
+use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
 use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
 use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
@@ -37,7 +44,7 @@ pub fn pools(subject: &Subject, owners: &[Owner]) -> String {
         .join(" and ")
 }
 
-/// The rotation that rolls a bootstrap change out: the remediation text and the new name it
+/// The rotation CAPI takes a bootstrap change from: the remediation text and the new name it
 /// suggests.
 pub fn rotation_remediation(
     subject: &Subject,
@@ -48,7 +55,7 @@ pub fn rotation_remediation(
     let name = suggested_name(&subject.name, &fingerprint(new_spec, rules));
     let kind = &subject.group_kind.kind;
     let text = format!(
-        "To roll a change out, create a new {kind} {name:?} in namespace {ns} with the desired \
+        "To rotate, create a new {kind} {name:?} in namespace {ns} with the desired \
          spec, then set spec.template.spec.bootstrap.configRef.name of {pools} to {name:?}",
         ns = subject.namespace,
         pools = pools(subject, owners),
@@ -187,15 +194,27 @@ pub fn change_violations(changes: &[Change]) -> Vec<Violation> {
 /// topology controller for the whole Cluster (it refuses a pool naming a config it did not
 /// make), but the ClusterClass's template, and a new pool to roll it out (docs/clusterclass.md).
 pub const TOPOLOGY_REMEDIATION: &str = "Change the ClusterClass's bootstrap template instead: \
-     the topology controller then patches this config in place, which is not rolled out either \
-     (cluster-api #10496); to roll a change out, add a new MachinePool topology to the Cluster \
-     and remove the old one. Rotating configRef by hand stops the topology controller for the \
-     whole Cluster";
+     the topology controller then patches this config in place, which is no rotation either \
+     (cluster-api #10496); to put a change on every instance, add a new MachinePool topology to \
+     the Cluster and remove the old one. Rotating configRef by hand stops the topology controller \
+     for the whole Cluster";
+
+/// What CAPI does with a bootstrap change, true of every pool: the refusal's reason.
+pub const ONLY_A_ROTATION: &str =
+    "CAPI takes a bootstrap change only from a configRef rotation (cluster-api #8858)";
+
+/// What the pools' infrastructure does with the change ([`refusal_sentence`]).
+pub fn infrastructure_effect(config_kind: &str, infrastructure: Option<&[GroupKind]>) -> String {
+    refusal_sentence(config_kind, infrastructure)
+}
 
 /// Rule 2 on an UPDATE of a config in use by `owners`, given its compared `changes`
 /// ([`compared_changes`]). `rules` are the kind's non-compared fields
 /// (`Settings::field_rules`), built once per request; they name the suggested rotation, unless
 /// the config is `topology_owned`: then [`TOPOLOGY_REMEDIATION`], and no name.
+/// `infrastructure`: with lookups, the infrastructure kind of each pool in use
+/// ([`infrastructure_effect`]).
+#[allow(clippy::too_many_arguments)]
 pub fn check(
     settings: &Settings,
     subject: &Subject,
@@ -204,6 +223,7 @@ pub fn check(
     changes: &[Change],
     new_spec: Option<&Node>,
     topology_owned: bool,
+    infrastructure: Option<&[GroupKind]>,
 ) -> Option<Finding> {
     if owners.is_empty() || changes.is_empty() || settings.in_place_edits == Action::Allow {
         return None;
@@ -232,10 +252,10 @@ pub fn check(
         action: settings.in_place_edits,
         violations,
         explanation: format!(
-            "The config is in use by {pools}{manager}, and CAPI does not roll in-place bootstrap \
-             edits out to existing instances (cluster-api #8858). {remediation}"
+            "The config is in use by {pools}{manager}, and {ONLY_A_ROTATION}. {effect} {remediation}",
+            effect = infrastructure_effect(&subject.group_kind.kind, infrastructure),
         ),
-        warning: format!("{first}{others} edited in place: not rolled out to {pools}; {instead}"),
+        warning: format!("{first}{others} edited in place, not recorded in {pools}; {instead}"),
         suggested_name,
     })
 }
@@ -509,6 +529,7 @@ mod tests {
             &changes,
             new.as_ref(),
             false,
+            None,
         )
     }
 
@@ -569,8 +590,8 @@ mod tests {
     /// pointed at a config of a person's stops the topology controller, seen in the cluster
     /// test), and no name is suggested; the verdict and the paths are rule 2's.
     #[rstest]
-    #[case::reject(Action::Reject, "spec.files[0].content edited in place: not rolled out to MachinePool default/worker-a; change the ClusterClass")]
-    #[case::warn(Action::Warn, "spec.files[0].content edited in place: not rolled out to MachinePool default/worker-a; change the ClusterClass")]
+    #[case::reject(Action::Reject, "spec.files[0].content edited in place, not recorded in MachinePool default/worker-a; change the ClusterClass")]
+    #[case::warn(Action::Warn, "spec.files[0].content edited in place, not recorded in MachinePool default/worker-a; change the ClusterClass")]
     fn a_topology_config_edit_names_the_cluster_class(
         #[case] action: Action,
         #[case] warning: &str,
@@ -595,6 +616,7 @@ mod tests {
             &changes,
             Some(&new),
             true,
+            None,
         )
         .unwrap();
         assert_eq!(finding.action, action);
@@ -667,5 +689,40 @@ mod tests {
         assert!(finding
             .warning
             .starts_with("spec.preKubeadmCommands[0] (+24 more) edited in place"));
+    }
+
+    const DOCS: &str = INFRASTRUCTURE_DOCS;
+
+    fn kinds(kinds: &[(&str, &str)]) -> Vec<GroupKind> {
+        kinds.iter().map(|(g, k)| GroupKind::new(g, k)).collect()
+    }
+
+    /// What the refusal says of the pools' infrastructure: what holds everywhere without
+    /// lookups or for a kind without a record; with lookups, what the pool's kind does after a
+    /// rotation, or, where new content under the same Secret rolls every node, that this edit
+    /// would, unless the bootstrap provider renders once.
+    #[rstest]
+    #[case::no_lookups("KubeadmConfig", None, "Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    #[case::no_pool_kind_read("KubeadmConfig", Some(&[][..]), "Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    #[case::unknown_kind("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "ExampleMachinePool")][..]), "Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    #[case::no_infrastructure_ref("KubeadmConfig", Some(&[("", "")][..]), "Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    #[case::azure("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "AzureMachinePool")][..]), "On a rotation, AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents (DOCS).")]
+    #[case::aws("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "AWSMachinePool")][..]), "On a rotation, AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true (DOCS).")]
+    #[case::eks_config_on_eks("EKSConfig", Some(&[("infrastructure.cluster.x-k8s.io", "AWSManagedMachinePool")][..]), "This edit would still reach the nodes, unrecorded: AWSManagedMachinePool rolls every node on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate; a rotation rolls them too, recorded in the pool (DOCS).")]
+    #[case::rke2_on_eks_renders_once("RKE2Config", Some(&[("infrastructure.cluster.x-k8s.io", "AWSManagedMachinePool")][..]), "On a rotation, AWSManagedMachinePool rolls every node on the new launch template version if it has spec.awsLaunchTemplate; without one it reads no bootstrap data (DOCS).")]
+    #[case::aks("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "AzureManagedMachinePool")][..]), "AzureManagedMachinePool never reads bootstrap data: neither a rotation nor an edit reaches its nodes (DOCS).")]
+    #[case::other_group("KubeadmConfig", Some(&[("example.com", "AzureMachinePool")][..]), "Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    #[case::two_pools_one_kind("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "DockerMachinePool"), ("infrastructure.cluster.x-k8s.io", "DockerMachinePool")][..]), "On a rotation, DockerMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them (DOCS).")]
+    #[case::two_kinds("KubeadmConfig", Some(&[("infrastructure.cluster.x-k8s.io", "DockerMachinePool"), ("infrastructure.cluster.x-k8s.io", "ExampleMachinePool")][..]), "On a rotation, DockerMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them (DOCS). Whether existing instances are then replaced is the infrastructure provider's choice (DOCS).")]
+    fn what_the_refusal_says_of_the_infrastructure(
+        #[case] config_kind: &str,
+        #[case] pools: Option<&[(&str, &str)]>,
+        #[case] expected: &str,
+    ) {
+        let pools = pools.map(kinds);
+        assert_eq!(
+            infrastructure_effect(config_kind, pools.as_deref()),
+            expected.replace("DOCS", DOCS)
+        );
     }
 }

@@ -150,7 +150,7 @@ pub fn check_target(
                     == canonical_form("spec", new_config.spec.as_ref(), &rules)
                 {
                     findings.push(Finding::warning(format!(
-                        "{} has the same content as {}: the rotation replaces every instance for nothing",
+                        "{} has the same content as {}: a rotation for nothing",
                         new_id.name, old_id.name
                     )));
                 }
@@ -325,7 +325,7 @@ mod tests {
     #[case::lookup_failed(None, &["KubeadmConfig lookup failed, judged by ownerReferences only: forbidden"])]
     #[case::its_own_already(Some(vec![config("kc-2", Some("pool-a"), json!({"files": [2]}), json!({}))]), &[])]
     #[case::another_pools(Some(vec![config("kc-2", Some("pool-b"), json!({"files": [2]}), json!({}))]), &["spec.template.spec.bootstrap.configRef.name: Forbidden: KubeadmConfig fleet/kc-2 is controlled by MachinePool fleet/pool-b"])]
-    #[case::same_content(Some(vec![config("kc-1", Some("pool-a"), json!({"files": [1]}), json!({})), config("kc-2", None, json!({"files": [1]}), json!({}))]), &["kc-2 has the same content as kc-1: the rotation replaces every instance for nothing"])]
+    #[case::same_content(Some(vec![config("kc-1", Some("pool-a"), json!({"files": [1]}), json!({})), config("kc-2", None, json!({"files": [1]}), json!({}))]), &["kc-2 has the same content as kc-1: a rotation for nothing"])]
     #[case::ready_without_secret(Some(vec![config("kc-2", None, json!({}), json!({"ready": true}))]), &["configRef target KubeadmConfig kc-2 is ready without status.dataSecretName (bootstrap contract)"])]
     fn the_target_of_a_rotation(#[case] configs: Option<Vec<Value>>, #[case] expected: &[&str]) {
         let pool = json!({"metadata": {"name": "pool-a", "uid": "uid-pool-a"}});

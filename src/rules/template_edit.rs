@@ -6,7 +6,7 @@
 //! - a template a ClusterClass owns (non-controller ownerReference) is edited in place on purpose:
 //!   the topology controller propagates it to every Cluster of the class at its next full
 //!   reconcile, rotating the MachineDeployments' copies (they roll out) and patching the
-//!   MachinePools' configs in place (they do not, cluster-api #10496; a warning says both);
+//!   MachinePools' configs in place (no rotation, cluster-api #10496; a warning says both);
 //! - a per-cluster copy (label `topology.cluster.x-k8s.io/owned`) is the topology controller's to
 //!   change: only `controllerUsers` may (rule 3).
 //!
@@ -48,7 +48,7 @@ pub fn topology_copy_edited(
 /// An edit of a template ClusterClasses own: on purpose, said as a warning.
 pub fn class_template_edited(classes: &[String]) -> Finding {
     Finding::warning(format!(
-        "ClusterClass {} uses this template: MachineDeployments roll at the next reconcile, MachinePools do not",
+        "ClusterClass {} uses this template: MachineDeployments roll at next reconcile, MachinePools not rotated",
         classes.join(", ")
     ))
 }
@@ -211,7 +211,7 @@ mod tests {
         assert!(finding.violations.is_empty());
         assert_eq!(
             finding.warning,
-            format!("{start}: MachineDeployments roll at the next reconcile, MachinePools do not")
+            format!("{start}: MachineDeployments roll at next reconcile, MachinePools not rotated")
         );
     }
 

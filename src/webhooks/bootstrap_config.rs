@@ -14,7 +14,7 @@
 //!   fail), a person's DELETE of a config its pool controls, in use or rotated out: what
 //!   `deleteOwnedConfigs` says (a warning by default).
 
-use crate::capi::kinds::MACHINE_POOL;
+use crate::capi::kinds::{GroupKind, MACHINE_POOL};
 use crate::capi::owners::{machine_pool_controllers, Owner};
 use crate::lookups::{
     consumers_in, consuming_data_secret, is_being_deleted, machine_pools, referencing, Consumer,
@@ -140,6 +140,18 @@ pub fn judge(
                     Some(pools) => referencing_pools(pools, subject, false),
                     None => owners.clone(),
                 };
+                // With lookups, what each pool's infrastructure does with the change.
+                let infrastructure: Option<Vec<GroupKind>> = pools.as_ref().map(|pools| {
+                    referencing(
+                        pools,
+                        &subject.group_kind,
+                        &subject.namespace,
+                        &subject.name,
+                    )
+                    .into_iter()
+                    .map(|(_, pool)| pool.infrastructure())
+                    .collect()
+                });
                 if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
                     findings.extend(in_place_edit::check_rotated_out(subject, &changes));
                 }
@@ -162,6 +174,7 @@ pub fn judge(
                         &changes,
                         new_spec,
                         is_topology_owned(request.old_object),
+                        infrastructure.as_deref(),
                     ));
                 }
             }
@@ -237,10 +250,12 @@ mod tests {
             format!(
                 "KubeadmConfig.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: \
                  [spec.files[1].content: Forbidden: changed]. The config is in use by MachinePool \
-                 default/worker-a, and CAPI does not roll in-place bootstrap edits out to existing \
-                 instances (cluster-api #8858). To roll a change out, create a new KubeadmConfig \
+                 default/worker-a, and CAPI takes a bootstrap change only from a configRef \
+                 rotation (cluster-api #8858). Whether existing instances are then replaced is the \
+                 infrastructure provider's choice ({docs}). To rotate, create a new KubeadmConfig \
                  \"{name}\" in namespace default with the desired spec, then set \
-                 spec.template.spec.bootstrap.configRef.name of MachinePool default/worker-a to \"{name}\""
+                 spec.template.spec.bootstrap.configRef.name of MachinePool default/worker-a to \"{name}\"",
+                docs = crate::capi::infrastructure::INFRASTRUCTURE_DOCS,
             )
         );
         assert!(verdict.warnings.is_empty());
@@ -377,7 +392,7 @@ mod tests {
         if warnings == 1 {
             assert_eq!(
                 verdict.warnings[0],
-                "spec.files[1].content edited in place: not rolled out to MachinePool default/worker-a; rotate configRef"
+                "spec.files[1].content edited in place, not recorded in MachinePool default/worker-a; rotate configRef"
             );
         }
     }
@@ -550,8 +565,8 @@ mod tests {
         );
     }
 
-    const OWNED_DELETE: &str = "MachinePool worker-a owns it: a same-name re-create rolls out \
-        nothing; rotate configRef (contextAware: true refuses)";
+    const OWNED_DELETE: &str = "MachinePool worker-a owns it: a same-name re-create is no \
+        rotation; rotate configRef (contextAware: true refuses)";
 
     /// The DELETE half of `kubectl replace --force` of a config in use, without
     /// lookups: what each requester gets under each `deleteOwnedConfigs`.

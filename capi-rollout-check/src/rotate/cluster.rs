@@ -97,11 +97,18 @@ pub struct Kubectl {
     pub program: String,
     pub kubeconfig: Option<String>,
     pub context: Option<String>,
+    /// kubectl in a process group of its own: the terminal's Ctrl-C reaches only this process,
+    /// which stops between steps (`roll`), not a request half done.
+    pub detached: bool,
 }
 
 impl Kubectl {
     fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
+        #[cfg(unix)]
+        if self.detached {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
         if let Some(kubeconfig) = &self.kubeconfig {
             command.args(["--kubeconfig", kubeconfig]);
         }
@@ -304,7 +311,8 @@ impl Cluster for Kubectl {
     }
 }
 
-/// Polls `check` every `interval` until it answers `Some`, or `timeout` passes.
+/// Polls `check` every `interval` until it answers `Some`, or `timeout` passes (in time, or
+/// in polls: a fake cluster does not sleep).
 pub fn poll<T>(
     cluster: &dyn Cluster,
     timeout: Duration,
@@ -312,15 +320,17 @@ pub fn poll<T>(
     mut check: impl FnMut() -> Result<Option<T>, ClusterError>,
 ) -> Result<Option<T>, ClusterError> {
     let start = Instant::now();
-    loop {
+    let polls = timeout.as_millis() / interval.as_millis().max(1);
+    for poll in 0.. {
         if let Some(found) = check()? {
             return Ok(Some(found));
         }
-        if start.elapsed() >= timeout {
-            return Ok(None);
+        if poll >= polls || start.elapsed() >= timeout {
+            break;
         }
         cluster.pause(interval);
     }
+    Ok(None)
 }
 
 /// The JSON patch that repoints a consumer: only if it still names `old` (a `test` first), so a

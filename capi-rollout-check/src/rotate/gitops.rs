@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::plan::{self, key_of, rejections, ConfigRef, Plan};
 use super::{one_object, RotateError};
-use crate::manifests::ManifestSet;
+use crate::manifests::{Key, Manifest, ManifestSet};
 
 /// One file the rotation writes.
 #[derive(Debug, PartialEq, Eq)]
@@ -168,26 +168,23 @@ fn relative(path: &Path, base: &Path) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-/// Plans the rotation of the config `edited` names, in the manifests under `manifests`.
-pub fn rotate_manifests(
-    settings: &Settings,
+/// The config `edited` names in `base`, and every pool (MachineDeployment, MachineSet) there
+/// that uses it.
+fn current_and_consumers<'a>(
+    base: &'a ManifestSet,
     manifests: &str,
-    edited_text: &str,
-    edited_source: &str,
-) -> Result<Change, RotateError> {
-    let base = ManifestSet::load(manifests).map_err(|e| RotateError::Input(e.to_string()))?;
-    let edited = one_object(edited_text, edited_source)?;
-    let key = key_of(&edited);
-    let current = base.objects.get(&key).ok_or_else(|| {
+    key: &Key,
+) -> Result<(&'a Manifest, Vec<&'a Manifest>), RotateError> {
+    let current = base.objects.get(key).ok_or_else(|| {
         RotateError::Object(format!(
             "{manifests} holds no {key}: give an edited copy of a config these manifests hold"
         ))
     })?;
-    let consumers: Vec<&crate::manifests::Manifest> = base
+    let consumers: Vec<&Manifest> = base
         .objects
         .values()
         .filter(|m| is_consumer(&m.object) && key_of(&m.object).namespace == key.namespace)
-        .filter(|m| ConfigRef::of(&m.object).is_some_and(|r| r.names(&key)))
+        .filter(|m| ConfigRef::of(&m.object).is_some_and(|r| r.names(key)))
         .collect();
     if consumers.is_empty() {
         return Err(RotateError::Object(format!(
@@ -195,22 +192,17 @@ pub fn rotate_manifests(
              pool uses, so edit its file instead"
         )));
     }
-    let objects: Vec<&Value> = consumers.iter().map(|m| &m.object).collect();
-    let plan = plan::plan(settings, &objects, &current.object, &edited)?;
-    let rejected = rejections(settings, &objects, &current.object, &plan);
-    if !rejected.is_empty() {
-        return Err(RotateError::Refused(format!(
-            "the policy would refuse this rotation, so nothing was written: {}",
-            rejected.join("; ")
-        )));
-    }
+    Ok((current, consumers))
+}
 
-    let mut files: Vec<FileChange> = Vec::new();
-    let mut notes = Vec::new();
-    // The new config, beside the current one.
-    let config_file = Path::new(&current.location.file);
-    let dir = config_file.parent().unwrap_or(Path::new("."));
-    let new_file = dir.join(format!("{}.yaml", plan.new.name));
+/// The new config's file, beside the current one: the person's own manifest under the new
+/// name when that is the new config as planned (their comments and order kept), else the
+/// planned object as YAML. `None` when the file already holds exactly this config.
+fn new_config_file(
+    plan: &Plan,
+    new_file: &Path,
+    (edited_text, edited_source, old_name): (&str, &str, &str),
+) -> Result<Option<FileChange>, RotateError> {
     let text = format!(
         "# {}: {} rotated for {} (capi-rollout-check rotate)\n{}",
         plan.new.name,
@@ -222,9 +214,7 @@ pub fn rotate_manifests(
             .join(", "),
         yaml_serde::to_string(&plan.new_object).unwrap_or_default()
     );
-    // The person's own manifest under the new name, when that is the new config as planned
-    // (their comments and order kept); else the planned object as YAML.
-    let text = set_name_under(edited_text, 1, "metadata:", &key.name, &plan.new.name)
+    let text = set_name_under(edited_text, 1, "metadata:", old_name, &plan.new.name)
         .filter(|renamed| one_object(renamed, edited_source).is_ok_and(|o| o == plan.new_object))
         .map(|renamed| {
             format!(
@@ -233,27 +223,35 @@ pub fn rotate_manifests(
             )
         })
         .unwrap_or(text);
-    if new_file.exists() {
-        let there = fs::read_to_string(&new_file).unwrap_or_default();
-        let same =
-            one_object(&there, &new_file.display().to_string()).is_ok_and(|o| o == plan.new_object);
-        if !same {
-            return Err(RotateError::Object(format!(
-                "{} exists and is not this rotation's config: nothing was written",
-                new_file.display()
-            )));
-        }
-    } else {
-        files.push(FileChange {
-            path: new_file.clone(),
+    if !new_file.exists() {
+        return Ok(Some(FileChange {
+            path: new_file.to_path_buf(),
             text,
             created: true,
             what: format!("{} {}", plan.new.kind, plan.new.name),
-        });
+        }));
     }
+    let there = fs::read_to_string(new_file).unwrap_or_default();
+    let same =
+        one_object(&there, &new_file.display().to_string()).is_ok_and(|o| o == plan.new_object);
+    if !same {
+        return Err(RotateError::Object(format!(
+            "{} exists and is not this rotation's config: nothing was written",
+            new_file.display()
+        )));
+    }
+    Ok(None)
+}
 
-    // Each consumer's configRef.name, in its file.
-    for consumer in &consumers {
+/// Each consumer's configRef.name, in its file (a file already changed is changed further);
+/// a ref not written as one YAML line is a note for the person.
+fn repoint_files(
+    plan: &Plan,
+    consumers: &[&Manifest],
+    files: &mut Vec<FileChange>,
+    notes: &mut Vec<String>,
+) -> Result<(), RotateError> {
+    for consumer in consumers {
         let path = PathBuf::from(&consumer.location.file);
         let index = files.iter().position(|f| f.path == path);
         let before = match index {
@@ -291,15 +289,23 @@ pub fn rotate_manifests(
             }),
         }
     }
+    Ok(())
+}
 
-    // A kustomization that lists the current config's file lists the new one too.
-    let root = base.dir.clone().unwrap_or_else(|| dir.to_path_buf());
-    let mut listed = false;
-    for kustomization in kustomizations(dir, &root) {
+/// A kustomization that lists the current config's file lists the new one too; with none
+/// that does, a note.
+fn list_in_kustomization(
+    (config_file, new_file): (&Path, &Path),
+    root: &Path,
+    files: &mut Vec<FileChange>,
+    notes: &mut Vec<String>,
+) {
+    let dir = config_file.parent().unwrap_or(Path::new("."));
+    for kustomization in kustomizations(dir, root) {
         let base_dir = kustomization.parent().unwrap_or(Path::new("."));
         let (Some(old), Some(new)) = (
             relative(config_file, base_dir),
-            relative(&new_file, base_dir),
+            relative(new_file, base_dir),
         ) else {
             continue;
         };
@@ -311,16 +317,48 @@ pub fn rotate_manifests(
                 created: false,
                 what: format!("resources: {new} added"),
             });
-            listed = true;
-            break;
+            return;
         }
     }
-    if !listed && !kustomizations(dir, &root).is_empty() {
+    if !kustomizations(dir, root).is_empty() {
         notes.push(format!(
             "add {} to your kustomization's resources",
             new_file.display()
         ));
     }
+}
+
+/// Plans the rotation of the config `edited` names, in the manifests under `manifests`.
+pub fn rotate_manifests(
+    settings: &Settings,
+    manifests: &str,
+    edited_text: &str,
+    edited_source: &str,
+) -> Result<Change, RotateError> {
+    let base = ManifestSet::load(manifests).map_err(|e| RotateError::Input(e.to_string()))?;
+    let edited = one_object(edited_text, edited_source)?;
+    let key = key_of(&edited);
+    let (current, consumers) = current_and_consumers(&base, manifests, &key)?;
+    let objects: Vec<&Value> = consumers.iter().map(|m| &m.object).collect();
+    let plan = plan::plan(settings, &objects, &current.object, &edited)?;
+    let rejected = rejections(settings, &objects, &current.object, &plan);
+    if !rejected.is_empty() {
+        return Err(RotateError::Refused(format!(
+            "the policy would refuse this rotation, so nothing was written: {}",
+            rejected.join("; ")
+        )));
+    }
+
+    let mut files: Vec<FileChange> = Vec::new();
+    let mut notes = Vec::new();
+    let config_file = Path::new(&current.location.file);
+    let dir = config_file.parent().unwrap_or(Path::new("."));
+    let new_file = dir.join(format!("{}.yaml", plan.new.name));
+    let source = (edited_text, edited_source, key.name.as_str());
+    files.extend(new_config_file(&plan, &new_file, source)?);
+    repoint_files(&plan, &consumers, &mut files, &mut notes)?;
+    let root = base.dir.clone().unwrap_or_else(|| dir.to_path_buf());
+    list_in_kustomization((config_file, &new_file), &root, &mut files, &mut notes);
     Ok(Change { plan, files, notes })
 }
 

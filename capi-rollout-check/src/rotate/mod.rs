@@ -15,21 +15,23 @@
 
 pub mod cluster;
 pub mod gitops;
+mod owned;
 pub mod plan;
+mod wait;
 
 use std::fmt;
 use std::io::Write;
 use std::time::Duration;
 
 use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
-use capi_bootstrap_rollout_policy::capi::kinds::{group_of_api_version, is_machine_pool};
+use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use capi_bootstrap_rollout_policy::diff::changed_fields_at;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use serde_json::Value;
 
-use crate::manifests::ManifestSet;
-use cluster::{poll, repoint_patch, Cluster, ClusterError, DryRun};
-use plan::{key_of, person_owned, plan, rejections, ConfigRef, PlanError};
+use crate::manifests::{Key, ManifestSet};
+use cluster::{repoint_patch, Cluster, ClusterError, DryRun};
+use plan::{key_of, person_owned, plan, rejections, ConfigRef, Plan, PlanError};
 
 /// Exit codes of `rotate`.
 pub const EXIT_NOTHING_TO_ROTATE: u8 = 1;
@@ -47,12 +49,15 @@ pub enum RotateError {
     Object(String),
     /// A write was refused after the checks (by the API server or the policy): what was undone.
     Refused(String),
+    /// `--replace-instances`: the rotation is done, replacing the instances stopped.
+    Roll(crate::roll::RollError),
 }
 
 impl RotateError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RotateError::Plan(PlanError::NothingToRotate { .. }) => EXIT_NOTHING_TO_ROTATE,
+            RotateError::Roll(e) => e.exit_code(),
             _ => EXIT_ERROR,
         }
     }
@@ -63,6 +68,10 @@ impl fmt::Display for RotateError {
         match self {
             RotateError::Plan(e) => e.fmt(f),
             RotateError::Cluster(e) => e.fmt(f),
+            RotateError::Roll(e) => write!(
+                f,
+                "the rotation is in place; replacing the instances stopped: {e}"
+            ),
             RotateError::Input(m) | RotateError::Object(m) | RotateError::Refused(m) => {
                 f.write_str(m)
             }
@@ -162,8 +171,14 @@ pub struct Request<'a> {
     pub namespace: Option<&'a str>,
     pub edited: Edited,
     pub dry_run: DryRun,
-    /// How long to wait for CAPI to take the new config up; zero does not wait.
+    /// How long to wait for CAPI to take the new config up (and then for each step of what
+    /// follows: CAPA's instance refresh, `roll`'s steps); zero does not wait.
     pub timeout: Duration,
+    /// A MachinePool whose provider replaces no instance: run `roll` once CAPI has taken the
+    /// new config up.
+    pub replace_instances: bool,
+    /// Whether the person asked to stop (Ctrl-C), for `roll`'s steps.
+    pub interrupted: &'a dyn Fn() -> bool,
 }
 
 /// How a rotation ended.
@@ -171,7 +186,8 @@ pub struct Request<'a> {
 pub enum Done {
     /// Rotated, and CAPI took the new config up (or there was nothing to wait for).
     Rotated,
-    /// Rotated, and CAPI had not taken it up within the timeout.
+    /// Rotated, and CAPI had not taken it up within the timeout (or CAPA's instance refresh
+    /// had not ended).
     NotYetRolled,
     /// A dry run.
     DryRun,
@@ -216,15 +232,11 @@ fn same_spec(settings: &Settings, a: &Value, b: &Value) -> bool {
     changed_fields_at(&["spec"], a.get("spec"), b.get("spec"), &rules).is_empty()
 }
 
-/// The rotation against a cluster. Writes what it does to `out`; the policy's warnings on the
-/// writes to `err`.
-pub fn rotate(
+/// The consumer the request names, read, and the config it uses.
+fn read_consumer(
     cluster: &dyn Cluster,
-    settings: &Settings,
     request: &Request,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
-) -> Result<Done, RotateError> {
+) -> Result<(&'static ConsumerKind, Value, ConfigRef), RotateError> {
     let (consumer_kind, consumer_name) = consumer_kind(request.consumer)?;
     let where_ = request
         .namespace
@@ -239,11 +251,20 @@ pub fn rotate(
                 consumer_kind.kind
             ))
         })?;
-    let consumer_key = key_of(&consumer);
-    let namespace = consumer_key.namespace.clone();
     let uses = plan::check_consumer(&consumer)?;
+    Ok((consumer_kind, consumer, uses))
+}
 
-    // The edited manifest, and the current config read in the manifest's version.
+/// The current config (read in the edited manifest's version) and the edited one (the
+/// manifest, or what the editor saved).
+fn read_configs(
+    cluster: &dyn Cluster,
+    settings: &Settings,
+    request: &Request,
+    consumer: &Value,
+    uses: &ConfigRef,
+) -> Result<(Value, Value), RotateError> {
+    let namespace = key_of(consumer).namespace;
     let (current, edited) = match &request.edited {
         Edited::Manifest { text, source } => {
             let edited = one_object(text, source)?;
@@ -268,8 +289,10 @@ pub fn rotate(
     };
     let current = current.ok_or_else(|| {
         RotateError::Object(format!(
-            "{consumer_key} uses {} {}, which does not exist in namespace {namespace}",
-            uses.kind, uses.name
+            "{} uses {} {}, which does not exist in namespace {namespace}",
+            key_of(consumer),
+            uses.kind,
+            uses.name
         ))
     })?;
     let edited = match (edited, &request.edited) {
@@ -287,24 +310,21 @@ pub fn rotate(
         }
         (None, Edited::Manifest { .. }) => unreachable!("a manifest is read above"),
     };
+    Ok((current, edited))
+}
 
-    let plan = plan(settings, &[&consumer], &current, &edited)?;
-    let rejected = rejections(settings, &[&consumer], &current, &plan);
-    if !rejected.is_empty() {
-        return Err(RotateError::Refused(format!(
-            "the policy would refuse this rotation, so nothing was changed: {}",
-            rejected.join("; ")
-        )));
-    }
-    let version = plan.new_object["apiVersion"]
-        .as_str()
-        .and_then(|v| v.split_once('/'))
-        .map(|(_, v)| v.to_string());
-    let config_resource = resource_of(&plan.new.kind, &plan.new.group, version.as_deref());
-    let config_plural = resource_of(&plan.new.kind, &plan.new.group, None);
-
-    // The name the policy suggests: free, or already holding this very spec (a re-run).
-    let existing = cluster.get(&config_resource, Some(&namespace), &plan.new.name)?;
+/// The checks before any write: the name the policy suggests is free or already holds this
+/// very spec (a re-run: `true`), and RBAC allows the writes.
+fn check_writes(
+    cluster: &dyn Cluster,
+    settings: &Settings,
+    consumer_kind: &ConsumerKind,
+    plan: &Plan,
+    resources: (&str, &str),
+) -> Result<bool, RotateError> {
+    let (config_resource, config_plural) = resources;
+    let namespace = &plan.new.namespace;
+    let existing = cluster.get(config_resource, Some(namespace), &plan.new.name)?;
     let reuse = match &existing {
         None => false,
         Some(e)
@@ -321,14 +341,12 @@ pub fn rotate(
         )))
         }
     };
-
-    // RBAC, before any write.
     let mut needed = vec![("patch", consumer_kind.resource)];
     if !reuse {
-        needed.insert(0, ("create", config_plural.as_str()));
+        needed.insert(0, ("create", config_plural));
     }
     for (verb, resource) in needed {
-        if !cluster.can_i(verb, resource, &namespace)? {
+        if !cluster.can_i(verb, resource, namespace)? {
             return Err(ClusterError::Forbidden {
                 verb: verb.into(),
                 resource: resource.into(),
@@ -338,37 +356,48 @@ pub fn rotate(
             .into());
         }
     }
+    Ok(reuse)
+}
 
-    let dry = request.dry_run != DryRun::None;
-    let would = if dry { "would " } else { "" };
+/// `--dry-run=client`: what would be created and set.
+fn print_client_dry_run(out: &mut dyn Write, consumer_key: &Key, uses: &ConfigRef, plan: &Plan) {
+    let namespace = &plan.new.namespace;
     let _ = writeln!(
         out,
-        "{consumer_key} uses {} {}; the edit changes:",
-        uses.kind, uses.name
+        "(dry run) would create {} {namespace}/{}:",
+        plan.new.kind, plan.new.name
     );
-    for path in &plan.changed {
-        let _ = writeln!(out, "  {path}");
-    }
-    if request.dry_run == DryRun::Client {
-        let _ = writeln!(
-            out,
-            "(dry run) would create {} {namespace}/{}:",
-            plan.new.kind, plan.new.name
-        );
-        let _ = write!(
-            out,
-            "{}",
-            yaml_serde::to_string(&plan.new_object).unwrap_or_default()
-        );
-        let _ = writeln!(
-            out,
-            "(dry run) would set {consumer_key} configRef.name: {} -> {}",
-            uses.name, plan.new.name
-        );
-        return Ok(Done::DryRun);
-    }
+    let _ = write!(
+        out,
+        "{}",
+        yaml_serde::to_string(&plan.new_object).unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "(dry run) would set {consumer_key} configRef.name: {} -> {}",
+        uses.name, plan.new.name
+    );
+}
 
-    let tag = if dry { "(server dry run) " } else { "" };
+/// Creates the new config (unless reused) and repoints the consumer; a refused repoint
+/// deletes the config just created.
+fn write_rotation(
+    cluster: &dyn Cluster,
+    request: &Request,
+    consumer: &Value,
+    consumer_kind: &ConsumerKind,
+    (plan, uses, reuse): (&Plan, &ConfigRef, bool),
+    config_plural: &str,
+    (out, err): (&mut dyn Write, &mut dyn Write),
+) -> Result<(), RotateError> {
+    let consumer_key = key_of(consumer);
+    let namespace = &consumer_key.namespace;
+    let dry = request.dry_run != DryRun::None;
+    let (tag, would) = if dry {
+        ("(server dry run) ", "would ")
+    } else {
+        ("", "")
+    };
     if reuse {
         let _ = writeln!(
             out,
@@ -389,8 +418,8 @@ pub fn rotate(
     let patch = repoint_patch(&uses.name, &plan.new.name);
     match cluster.patch(
         consumer_kind.resource,
-        &namespace,
-        consumer_name,
+        namespace,
+        &consumer_key.name,
         &patch,
         request.dry_run,
     ) {
@@ -403,7 +432,7 @@ pub fn rotate(
             let undone = if reuse || dry {
                 String::new()
             } else {
-                match cluster.delete(&config_plural, &namespace, &plan.new.name) {
+                match cluster.delete(config_plural, namespace, &plan.new.name) {
                     Ok(_) => format!(
                         "; the new {} {} was deleted again",
                         plan.new.kind, plan.new.name
@@ -424,17 +453,83 @@ pub fn rotate(
         "{tag}{consumer_key}: configRef.name {} -> {}",
         uses.name, plan.new.name
     );
-    if dry {
+    Ok(())
+}
+
+/// The rotation against a cluster. Writes what it does to `out`; the policy's warnings on the
+/// writes to `err`.
+pub fn rotate(
+    cluster: &dyn Cluster,
+    settings: &Settings,
+    request: &Request,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Done, RotateError> {
+    let (consumer_kind, consumer, uses) = read_consumer(cluster, request)?;
+    let consumer_key = key_of(&consumer);
+    let namespace = consumer_key.namespace.clone();
+    let (current, edited) = read_configs(cluster, settings, request, &consumer, &uses)?;
+
+    let plan = plan(settings, &[&consumer], &current, &edited)?;
+    let rejected = rejections(settings, &[&consumer], &current, &plan);
+    if !rejected.is_empty() {
+        return Err(RotateError::Refused(format!(
+            "the policy would refuse this rotation, so nothing was changed: {}",
+            rejected.join("; ")
+        )));
+    }
+    let version = plan.new_object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map(|(_, v)| v.to_string());
+    let config_resource = resource_of(&plan.new.kind, &plan.new.group, version.as_deref());
+    let config_plural = resource_of(&plan.new.kind, &plan.new.group, None);
+    let reuse = check_writes(
+        cluster,
+        settings,
+        consumer_kind,
+        &plan,
+        (&config_resource, &config_plural),
+    )?;
+    if request.replace_instances && consumer_kind.kind == "MachinePool" {
+        // What roll will need, before the rotation writes anything.
+        crate::roll::check_rbac(cluster, &namespace).map_err(|e| match e {
+            crate::roll::RollError::Cluster(c) => RotateError::Cluster(c),
+            other => RotateError::Roll(other),
+        })?;
+    }
+
+    let _ = writeln!(
+        out,
+        "{consumer_key} uses {} {}; the edit changes:",
+        uses.kind, uses.name
+    );
+    for path in &plan.changed {
+        let _ = writeln!(out, "  {path}");
+    }
+    if request.dry_run == DryRun::Client {
+        print_client_dry_run(out, &consumer_key, &uses, &plan);
+        return Ok(Done::DryRun);
+    }
+    write_rotation(
+        cluster,
+        request,
+        &consumer,
+        consumer_kind,
+        (&plan, &uses, reuse),
+        &config_plural,
+        (out, err),
+    )?;
+    if request.dry_run != DryRun::None {
         return Ok(Done::DryRun);
     }
 
-    let done = wait_taken_up(
+    let done = wait::taken_up(
         cluster,
+        request,
         &consumer,
         consumer_kind,
-        &plan.new,
-        &config_resource,
-        request.timeout,
+        (&plan.new, &config_resource),
         out,
     )?;
     let _ = writeln!(
@@ -443,93 +538,6 @@ pub fn rotate(
         uses.kind, uses.name, uses.name
     );
     Ok(done)
-}
-
-/// Waits until CAPI has taken the new config up: a MachinePool's dataSecretName is the new
-/// config's; a MachineDeployment has a MachineSet on the new template. A MachineSet does not
-/// replace its Machines on a template change: nothing to wait for.
-fn wait_taken_up(
-    cluster: &dyn Cluster,
-    consumer: &Value,
-    kind: &ConsumerKind,
-    new: &crate::manifests::Key,
-    config_resource: &str,
-    timeout: Duration,
-    out: &mut dyn Write,
-) -> Result<Done, RotateError> {
-    let key = key_of(consumer);
-    if timeout.is_zero() {
-        return Ok(Done::Rotated);
-    }
-    let interval = Duration::from_secs(1);
-    if is_machine_pool(&key.group, &key.kind) {
-        let old_secret = consumer
-            .pointer("/spec/template/spec/bootstrap/dataSecretName")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let found = poll(cluster, timeout, interval, || {
-            let Some(config) = cluster.get(config_resource, Some(&key.namespace), &new.name)?
-            else {
-                return Ok(None);
-            };
-            let Some(secret) = config
-                .pointer("/status/dataSecretName")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-            else {
-                return Ok(None);
-            };
-            let pool = cluster.get(kind.resource, Some(&key.namespace), &key.name)?;
-            let copied = pool
-                .as_ref()
-                .and_then(|p| p.pointer("/spec/template/spec/bootstrap/dataSecretName"))
-                .and_then(Value::as_str);
-            Ok((copied == Some(secret) && secret != old_secret).then(|| secret.to_string()))
-        })?;
-        return Ok(match found {
-            Some(secret) => {
-                let _ = writeln!(out, "{key}: CAPI copied dataSecretName {secret} into the pool: the infrastructure provider replaces the instances");
-                Done::Rotated
-            }
-            None => {
-                let _ = writeln!(out, "{key}: CAPI has not copied {}'s dataSecretName into the pool within {}s; the rotation is in place (kubectl describe {} {} -n {})",
-                    new.name, timeout.as_secs(), kind.resource, key.name, key.namespace);
-                Done::NotYetRolled
-            }
-        });
-    }
-    if kind.kind == "MachineDeployment" {
-        let selector = format!("cluster.x-k8s.io/deployment-name={}", key.name);
-        let found = poll(cluster, timeout, interval, || {
-            let sets = cluster.list("machinesets.cluster.x-k8s.io", &key.namespace, &selector)?;
-            Ok(sets
-                .into_iter()
-                .find(|s| ConfigRef::of(s).is_some_and(|r| r.name == new.name))
-                .map(|s| key_of(&s).name))
-        })?;
-        return Ok(match found {
-            Some(set) => {
-                let _ = writeln!(
-                    out,
-                    "{key}: CAPI made MachineSet {set} on {}: it replaces the Machines",
-                    new.name
-                );
-                Done::Rotated
-            }
-            None => {
-                let _ = writeln!(
-                    out,
-                    "{key}: no MachineSet on {} within {}s; the rotation is in place",
-                    new.name,
-                    timeout.as_secs()
-                );
-                Done::NotYetRolled
-            }
-        });
-    }
-    let _ = writeln!(out, "{key}: a MachineSet does not replace its Machines on a template change; new Machines use {}", new.name);
-    Ok(Done::Rotated)
 }
 
 #[cfg(test)]

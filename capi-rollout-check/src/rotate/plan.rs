@@ -10,25 +10,17 @@ use std::fmt;
 use capi_bootstrap_rollout_policy::capi::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer,
 };
-use capi_bootstrap_rollout_policy::capi::paths::{FieldPath, PathPattern, Segment};
+use capi_bootstrap_rollout_policy::capi::paths::{FieldPath, PathPattern};
 use capi_bootstrap_rollout_policy::settings::{Action, Settings};
 use serde_json::{Map, Value};
 
+pub use super::owned::person_owned;
+use super::owned::{fill_from, owned_entries};
 use crate::check::{self, Operation};
 use crate::manifests::{Key, ManifestSet, DEFAULT_NAMESPACE};
 
 /// The label the topology controller puts on what a ClusterClass's Cluster owns.
 const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
-
-/// Metadata a person does not own, left out of the new object: what the API server, kubectl,
-/// CAPI's conversion, clusterctl and the topology controller write. The labels and
-/// annotations under these prefixes are theirs.
-const NOT_COPIED_PREFIXES: [&str; 3] = [
-    "topology.cluster.x-k8s.io/",
-    "clusterctl.cluster.x-k8s.io/",
-    "kubectl.kubernetes.io/",
-];
-const NOT_COPIED_ANNOTATIONS: [&str; 1] = ["cluster.x-k8s.io/conversion-data"];
 
 /// `spec.template.spec.bootstrap.configRef` of a MachinePool, MachineDeployment or MachineSet,
 /// in either API version (`apiGroup` in v1beta2, `apiVersion` in v1beta1).
@@ -204,127 +196,6 @@ pub fn check_consumer(consumer: &Value) -> Result<ConfigRef, PlanError> {
     ConfigRef::of(consumer).ok_or(PlanError::NoConfigRef { consumer: key })
 }
 
-/// `map` without the keys a person does not own.
-fn owned_entries(map: Option<&Value>, annotations: bool) -> Map<String, Value> {
-    let mut out = Map::new();
-    for (key, value) in map.and_then(Value::as_object).into_iter().flatten() {
-        let theirs = NOT_COPIED_PREFIXES.iter().any(|p| key.starts_with(p))
-            || (annotations && NOT_COPIED_ANNOTATIONS.contains(&key.as_str()));
-        if !theirs {
-            out.insert(key.clone(), value.clone());
-        }
-    }
-    out
-}
-
-/// Removes the fields `patterns` match (what CAPI's controllers write into a config while a
-/// machine uses it, e.g. CABPK's bootstrap token), below `path`.
-fn strip(value: &mut Value, path: &mut FieldPath, patterns: &[PathPattern]) {
-    match value {
-        Value::Object(map) => {
-            map.retain(|key, _| {
-                let child = path.child(key);
-                !patterns.iter().any(|p| p.matches(&child))
-            });
-            for (key, child) in map.iter_mut() {
-                path.push(Segment::Key(key.clone()));
-                strip(child, path, patterns);
-                path.pop();
-            }
-        }
-        Value::Array(items) => {
-            for (index, item) in items.iter_mut().enumerate() {
-                path.push(Segment::Index(index));
-                strip(item, path, patterns);
-                path.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether a path below `path` may match `pattern`.
-fn may_match_below(pattern: &PathPattern, path: &FieldPath) -> bool {
-    let segments = path.segments();
-    pattern.len() > segments.len()
-        && segments
-            .iter()
-            .enumerate()
-            .all(|(depth, s)| pattern.matches_at(depth, s.as_step()))
-}
-
-/// Copies into `edited` the fields `patterns` match that `current` has and `edited` leaves
-/// out: the fields CAPI's controllers write, which a person's manifest does not carry.
-fn fill_from(edited: &mut Value, current: &Value, path: &mut FieldPath, patterns: &[PathPattern]) {
-    match (edited, current) {
-        (Value::Object(mine), Value::Object(theirs)) => {
-            for (key, value) in theirs {
-                let child = path.child(key);
-                if patterns.iter().any(|p| p.matches(&child)) {
-                    if mine.get(key).is_none_or(Value::is_null) {
-                        mine.insert(key.clone(), value.clone());
-                    }
-                    continue;
-                }
-                if !patterns.iter().any(|p| may_match_below(p, &child)) {
-                    continue;
-                }
-                if !mine.contains_key(key) && value.is_object() {
-                    mine.insert(key.clone(), Value::Object(Map::new()));
-                }
-                if let Some(mine) = mine.get_mut(key) {
-                    path.push(Segment::Key(key.clone()));
-                    fill_from(mine, value, path, patterns);
-                    path.pop();
-                }
-            }
-        }
-        (Value::Array(mine), Value::Array(theirs)) => {
-            for (index, (mine, value)) in mine.iter_mut().zip(theirs).enumerate() {
-                path.push(Segment::Index(index));
-                fill_from(mine, value, path, patterns);
-                path.pop();
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The object a person owns of `config`, as `kubectl edit` would show it for this purpose and
-/// as the new config is created: apiVersion, kind, name, namespace, the person's labels and
-/// annotations, and the spec without what CAPI's controllers write into it.
-pub fn person_owned(settings: &Settings, config: &Value) -> Value {
-    let key = key_of(config);
-    let mut metadata = Map::new();
-    metadata.insert("name".into(), Value::String(key.name.clone()));
-    metadata.insert("namespace".into(), Value::String(key.namespace.clone()));
-    let labels = owned_entries(config.pointer("/metadata/labels"), false);
-    if !labels.is_empty() {
-        metadata.insert("labels".into(), Value::Object(labels));
-    }
-    let annotations = owned_entries(config.pointer("/metadata/annotations"), true);
-    if !annotations.is_empty() {
-        metadata.insert("annotations".into(), Value::Object(annotations));
-    }
-    let mut spec = config
-        .get("spec")
-        .cloned()
-        .unwrap_or(Value::Object(Map::new()));
-    if settings.is_bootstrap_config(&key.group, &key.kind) {
-        let rules = settings.field_rules(&key.kind);
-        strip(&mut spec, &mut FieldPath::root("spec"), &rules.ignored);
-    }
-    let mut object = Map::new();
-    object.insert(
-        "apiVersion".into(),
-        config.get("apiVersion").cloned().unwrap_or(Value::Null),
-    );
-    object.insert("kind".into(), Value::String(key.kind.clone()));
-    object.insert("metadata".into(), Value::Object(metadata));
-    object.insert("spec".into(), spec);
-    Value::Object(object)
-}
-
 /// The settings the plan judges with: the user's (their kinds, their non-compared paths), with
 /// in-place edits of configs and templates refused, so that the verdict carries the rotation.
 fn judging(settings: &Settings) -> Settings {
@@ -335,31 +206,21 @@ fn judging(settings: &Settings) -> Settings {
     settings
 }
 
-/// Plans the rotation of `current` (the config or template `consumers` use now) to `edited`.
-/// `consumers` are every MachinePool, MachineDeployment or MachineSet known to use it.
-pub fn plan(
-    settings: &Settings,
-    consumers: &[&Value],
-    current: &Value,
-    edited: &Value,
-) -> Result<Plan, PlanError> {
-    let old = key_of(current);
+/// The edited manifest's identity (a name or namespace left out is the current config's),
+/// checked against what every consumer uses now.
+fn check_edited(consumers: &[&Value], old: &Key, edited: &Value) -> Result<(), PlanError> {
     let mut edited_key = key_of(edited);
-    // A manifest may leave the name or namespace out: it is the current config's.
-    if edited
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
+    let missing = |pointer: &str| {
+        edited
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    };
+    if missing("/metadata/name") {
         edited_key.name = old.name.clone();
     }
-    if edited
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
+    if missing("/metadata/namespace") {
         edited_key.namespace = old.namespace.clone();
     }
     for consumer in consumers {
@@ -372,9 +233,25 @@ pub fn plan(
             });
         }
     }
+    Ok(())
+}
 
-    // The policy's verdict on the edit made in place, as `kubectl apply` of the manifest makes
-    // it: what CAPI's controllers wrote and the manifest leaves out stays as it is.
+/// What the policy's verdict on an in-place edit names.
+struct InPlace {
+    changed: Vec<String>,
+    message: String,
+    suggested_name: String,
+}
+
+/// The policy's verdict on the edit made in place, as `kubectl apply` of the manifest makes
+/// it: what CAPI's controllers wrote and the manifest leaves out stays as it is.
+fn judge_in_place(
+    settings: &Settings,
+    consumers: &[&Value],
+    current: &Value,
+    edited: &Value,
+) -> Result<InPlace, PlanError> {
+    let old = key_of(current);
     let mut in_place = current.clone();
     let mut spec = edited
         .get("spec")
@@ -417,12 +294,31 @@ pub fn plan(
         return Err(PlanError::NothingToRotate { config: old });
     }
     let message = outcome.verdict.message.clone().unwrap_or_default();
-    let Some(name) = outcome.verdict.suggested_name.clone() else {
+    let Some(suggested_name) = outcome.verdict.suggested_name.clone() else {
         return Err(PlanError::NoSuggestion {
             config: old,
             message,
         });
     };
+    Ok(InPlace {
+        changed: outcome.changed,
+        message,
+        suggested_name,
+    })
+}
+
+/// Plans the rotation of `current` (the config or template `consumers` use now) to `edited`.
+/// `consumers` are every MachinePool, MachineDeployment or MachineSet known to use it.
+pub fn plan(
+    settings: &Settings,
+    consumers: &[&Value],
+    current: &Value,
+    edited: &Value,
+) -> Result<Plan, PlanError> {
+    let old = key_of(current);
+    check_edited(consumers, &old, edited)?;
+    let verdict = judge_in_place(settings, consumers, current, edited)?;
+    let name = verdict.suggested_name;
 
     let mut new_object = person_owned(settings, edited);
     new_object["apiVersion"] = edited
@@ -448,8 +344,8 @@ pub fn plan(
         new,
         new_object,
         consumers: consumers.iter().map(|c| key_of(c)).collect(),
-        changed: outcome.changed,
-        refusal: message,
+        changed: verdict.changed,
+        refusal: verdict.message,
     })
 }
 

@@ -1,186 +1,14 @@
 //! The cluster flow against a cluster held in memory: each refusal changes nothing, and a
 //! rotation writes exactly the new config and the consumer's ref.
 
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rstest::rstest;
 use serde_json::{json, Value};
 
-use super::cluster::{Cluster, ClusterError, DryRun, Written};
+use super::cluster::DryRun;
 use super::*;
-
-/// Objects by (resource without version, namespace, name); the writes it was asked for.
-#[derive(Default)]
-struct Fake {
-    objects: RefCell<BTreeMap<(String, String, String), Value>>,
-    denied: Vec<(&'static str, &'static str)>,
-    writes: RefCell<Vec<String>>,
-    /// What CAPI does once the pool is repointed: copy the new config's data secret name.
-    capi_copies: bool,
-    refuse_patch: bool,
-}
-
-/// `kubeadmconfigs.v1beta2.bootstrap.cluster.x-k8s.io` -> `kubeadmconfigs.bootstrap.cluster.x-k8s.io`.
-fn unversioned(resource: &str) -> String {
-    let parts: Vec<&str> = resource.split('.').collect();
-    if parts.len() > 2
-        && parts[1].starts_with('v')
-        && parts[1][1..].starts_with(|c: char| c.is_ascii_digit())
-    {
-        let mut p = parts.clone();
-        p.remove(1);
-        return p.join(".");
-    }
-    resource.to_string()
-}
-
-impl Fake {
-    fn with(objects: &[(&str, Value)]) -> Fake {
-        let fake = Fake::default();
-        for (resource, object) in objects {
-            fake.put(resource, object.clone());
-        }
-        fake
-    }
-
-    fn put(&self, resource: &str, object: Value) {
-        let key = (
-            unversioned(resource),
-            object["metadata"]["namespace"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-            object["metadata"]["name"].as_str().unwrap().to_string(),
-        );
-        self.objects.borrow_mut().insert(key, object);
-    }
-
-    fn object(&self, resource: &str, name: &str) -> Option<Value> {
-        self.objects
-            .borrow()
-            .get(&(resource.to_string(), "fleet".to_string(), name.to_string()))
-            .cloned()
-    }
-}
-
-const POOLS: &str = "machinepools.cluster.x-k8s.io";
-const CONFIGS: &str = "kubeadmconfigs.bootstrap.cluster.x-k8s.io";
-
-impl Cluster for Fake {
-    fn get(
-        &self,
-        resource: &str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<Option<Value>, ClusterError> {
-        if self
-            .denied
-            .iter()
-            .any(|(v, r)| *v == "get" && unversioned(resource) == *r)
-        {
-            return Err(ClusterError::Forbidden {
-                verb: "get".into(),
-                resource: resource.into(),
-                namespace: "fleet".into(),
-                message: "forbidden".into(),
-            });
-        }
-        let ns = namespace.unwrap_or("fleet").to_string();
-        Ok(self
-            .objects
-            .borrow()
-            .get(&(unversioned(resource), ns, name.to_string()))
-            .cloned())
-    }
-
-    fn list(
-        &self,
-        resource: &str,
-        _namespace: &str,
-        _selector: &str,
-    ) -> Result<Vec<Value>, ClusterError> {
-        Ok(self
-            .objects
-            .borrow()
-            .iter()
-            .filter(|(k, _)| k.0 == resource)
-            .map(|(_, v)| v.clone())
-            .collect())
-    }
-
-    fn can_i(&self, verb: &str, resource: &str, _namespace: &str) -> Result<bool, ClusterError> {
-        Ok(!self
-            .denied
-            .iter()
-            .any(|(v, r)| *v == verb && *r == resource))
-    }
-
-    fn create(&self, object: &Value, dry_run: DryRun) -> Result<Written, ClusterError> {
-        self.writes.borrow_mut().push(format!(
-            "create {} {:?}",
-            object["metadata"]["name"].as_str().unwrap(),
-            dry_run
-        ));
-        if dry_run == DryRun::None {
-            let mut object = object.clone();
-            object["status"] = json!({"dataSecretName": object["metadata"]["name"]});
-            self.put(CONFIGS, object);
-        }
-        Ok(Written { warnings: vec![] })
-    }
-
-    fn patch(
-        &self,
-        resource: &str,
-        _namespace: &str,
-        name: &str,
-        patch: &Value,
-        dry_run: DryRun,
-    ) -> Result<Written, ClusterError> {
-        self.writes.borrow_mut().push(format!(
-            "patch {name} {} {:?}",
-            patch[1]["value"].as_str().unwrap(),
-            dry_run
-        ));
-        if self.refuse_patch {
-            return Err(ClusterError::Failed {
-                command: "patch".into(),
-                message: "admission webhook denied the request".into(),
-            });
-        }
-        if dry_run == DryRun::None {
-            let mut pool = self.object(resource, name).unwrap();
-            let new = patch[1]["value"].as_str().unwrap();
-            pool["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] = json!(new);
-            if self.capi_copies {
-                pool["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"] = json!(new);
-            }
-            self.put(resource, pool);
-        }
-        Ok(Written {
-            warnings: vec!["a warning of the policy".into()],
-        })
-    }
-
-    fn delete(
-        &self,
-        resource: &str,
-        _namespace: &str,
-        name: &str,
-    ) -> Result<Written, ClusterError> {
-        self.writes.borrow_mut().push(format!("delete {name}"));
-        self.objects.borrow_mut().remove(&(
-            resource.to_string(),
-            "fleet".to_string(),
-            name.to_string(),
-        ));
-        Ok(Written::default())
-    }
-
-    fn pause(&self, _interval: Duration) {}
-}
+use crate::fake::{Fake, CONFIGS, POOLS};
 
 fn pool(metadata: Value) -> Value {
     let mut pool = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
@@ -225,6 +53,8 @@ fn request(consumer: &str, text: String, dry_run: DryRun) -> Request<'_> {
         },
         dry_run,
         timeout: Duration::from_secs(5),
+        replace_instances: false,
+        interrupted: &|| false,
     }
 }
 
@@ -484,6 +314,8 @@ fn the_editor(#[case] edit: bool, #[case] expected: Result<(), &str>) {
         edited: Edited::Editor(editor),
         dry_run: DryRun::None,
         timeout: Duration::ZERO,
+        replace_instances: false,
+        interrupted: &|| false,
     };
     let (result, out, _) = run(&fake, &request);
     match expected {
@@ -500,4 +332,261 @@ fn the_editor(#[case] edit: bool, #[case] expected: Result<(), &str>) {
             assert!(fake.writes.borrow().is_empty());
         }
     }
+}
+
+const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// fleet() with pool-1 of 2 replicas on `kind` (its object's spec `spec`), and `machines`
+/// (MachinePool Machines launched at 02:10, 02:11: before any data Secret the rotation makes).
+fn fleet_on(kind: &str, spec: Value, machines: &[&str]) -> Fake {
+    let fake = fleet();
+    let mut p = pool(json!({}));
+    p["spec"]["replicas"] = json!(2);
+    p["spec"]["template"]["spec"]["infrastructureRef"] =
+        json!({"apiGroup": INFRA_GROUP, "kind": kind, "name": "pool-1"});
+    fake.put(POOLS, p);
+    fake.put(
+        &resource_of(kind, INFRA_GROUP, None),
+        json!({"apiVersion": format!("{INFRA_GROUP}/v1beta2"), "kind": kind,
+               "metadata": {"name": "pool-1", "namespace": "fleet"}, "spec": spec}),
+    );
+    for (i, m) in machines.iter().enumerate() {
+        let created = format!("2026-12-06T02:1{i}:00Z");
+        fake.put(
+            crate::fake::MACHINES,
+            crate::fake::machine("pool-1", m, &created, true),
+        );
+    }
+    fake
+}
+
+fn replacement_line(kind: &str) -> String {
+    use capi_bootstrap_rollout_policy::capi::infrastructure::{infrastructure, Replacement};
+    match infrastructure(INFRA_GROUP, kind).unwrap().replacement {
+        Replacement::DeleteMachinePoolMachines { .. } => {
+            "replace them: capi-rollout-check roll machinepool/pool-1 -n fleet".to_string()
+        }
+        Replacement::Manual { instructions } => format!("replace them by hand: {instructions}"),
+        other => panic!("{kind}: {other:?}"),
+    }
+}
+
+const KEEP_2: &str =
+    "2 existing instances keep the old bootstrap data; new instances take the new data";
+const BY_REPLICAS: &str = " (counted from spec.replicas: no MachinePool Machines)";
+
+/// What rotate says, once CAPI copied the new dataSecretName, per infrastructure kind: the
+/// exact lines between that one and "left:".
+#[rstest]
+#[case::capz("AzureMachinePool", json!({}), &["m-a", "m-b"],
+    format!("AzureMachinePool fleet/pool-1 (CAPZ) replaces no existing instance on a rotation: {KEEP_2}\n{}\n", replacement_line("AzureMachinePool")))]
+#[case::capd("DockerMachinePool", json!({}), &["m-a", "m-b"],
+    format!("DockerMachinePool fleet/pool-1 (CAPD) replaces no existing instance on a rotation: {KEEP_2}\n{}\n", replacement_line("DockerMachinePool")))]
+#[case::capd_one("DockerMachinePool", json!({}), &["m-a"],
+    format!("DockerMachinePool fleet/pool-1 (CAPD) replaces no existing instance on a rotation: 1 existing instance keeps the old bootstrap data; new instances take the new data\n{}\n", replacement_line("DockerMachinePool")))]
+#[case::capoci("OCIMachinePool", json!({}), &[],
+    format!("OCIMachinePool fleet/pool-1 (CAPOCI) replaces no existing instance on a rotation: {KEEP_2}{BY_REPLICAS}\n{}\n", replacement_line("OCIMachinePool")))]
+#[case::capg("GCPMachinePool", json!({}), &[],
+    format!("GCPMachinePool fleet/pool-1 (CAPG) replaces no existing instance on a rotation: {KEEP_2}{BY_REPLICAS}\n{}\n", replacement_line("GCPMachinePool")))]
+#[case::capa_refresh_off("AWSMachinePool", json!({"refreshPreferences": {"disable": true}}), &[],
+    format!("AWSMachinePool fleet/pool-1 (CAPA) replaces no existing instance (spec.refreshPreferences.disable is true): {KEEP_2}{BY_REPLICAS}\n\
+replace them by hand: start an instance refresh of its Auto Scaling group (aws autoscaling start-instance-refresh --auto-scaling-group-name pool-1), or unset spec.refreshPreferences.disable before the next rotation\n"))]
+#[case::eks_launch_template("AWSManagedMachinePool", json!({"awsLaunchTemplate": {"name": "lt"}}), &[],
+    "AWSManagedMachinePool fleet/pool-1 (CAPA) replaces the existing instances: CAPA rolls them to the new data\n".to_string())]
+#[case::eks_without_launch_template("AWSManagedMachinePool", json!({}), &[],
+    "AWSManagedMachinePool fleet/pool-1 (CAPA) reads bootstrap data only with spec.awsLaunchTemplate, which is not set: the rotation changes no instance\n".to_string())]
+#[case::aks("AzureManagedMachinePool", json!({}), &[],
+    "AzureManagedMachinePool fleet/pool-1 (CAPZ) never reads bootstrap data: the rotation changes no instance\n".to_string())]
+#[case::unknown("ExampleMachinePool", json!({}), &["m-a"],
+    "ExampleMachinePool fleet/pool-1: capi-rollout-check does not know this infrastructure kind (infrastructure.cluster.x-k8s.io): it cannot tell whether existing instances are replaced; new instances take the new data\n".to_string())]
+fn what_comes_after_the_rotation(
+    #[case] kind: &str,
+    #[case] spec: Value,
+    #[case] machines: &[&str],
+    #[case] report: String,
+) {
+    let fake = fleet_on(kind, spec, machines);
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    let name = suggested();
+    let expected = format!(
+        "MachinePool fleet/pool-1: CAPI copied dataSecretName {name} into the pool\n{report}left: KubeadmConfig fleet/pool-1-a, rotated out"
+    );
+    assert!(out.contains(&expected), "want\n{expected}\nin\n{out}");
+    assert_eq!(fake.writes.borrow().len(), 2, "{:?}", fake.writes.borrow());
+}
+
+#[test]
+fn no_instance_predates_the_new_data() {
+    let fake = fleet_on("AzureMachinePool", json!({}), &[]);
+    fake.put(
+        crate::fake::MACHINES,
+        crate::fake::machine("pool-1", "m-late", "2026-12-06T04:00:00Z", true),
+    );
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    assert!(out.contains("into the pool\nAzureMachinePool fleet/pool-1 (CAPZ) replaces no existing instance on a rotation: no existing instance predates the new data\nleft: "), "{out}");
+}
+
+#[test]
+fn a_pool_without_an_infrastructure_ref() {
+    let fake = fleet();
+    let (_, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert!(out.contains("into the pool\nMachinePool fleet/pool-1 has no spec.template.spec.infrastructureRef: capi-rollout-check cannot tell whether existing instances are replaced; new instances take the new data\nleft: "), "{out}");
+}
+
+fn aws_pool(ids: &[&str], condition: Option<(&str, &str)>) -> Value {
+    let mut object = json!({"apiVersion": format!("{INFRA_GROUP}/v1beta2"), "kind": "AWSMachinePool",
+        "metadata": {"name": "pool-1", "namespace": "fleet"},
+        "spec": {"providerIDList": ids.iter().map(|i| format!("aws:///us-east-1a/{i}")).collect::<Vec<_>>()}});
+    if let Some((status, message)) = condition {
+        object["status"] = json!({"conditions": [{"type": "PostLaunchTemplateUpdateOperationSuccess",
+            "status": status, "message": message}]});
+    }
+    object
+}
+
+const REFRESH: &str = "AWSMachinePool fleet/pool-1 (CAPA) replaces the existing instances: an instance refresh of its Auto Scaling group (spec.refreshPreferences.disable: true turns it off)\n";
+
+/// CAPA's instance refresh, followed through the AWSMachinePool as CAPA updates it.
+#[rstest]
+#[case::done(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2", "i-3"], Some(("True", ""))), aws_pool(&["i-3", "i-4"], Some(("True", "")))],
+    Done::Rotated, format!("{REFRESH}AWSMachinePool fleet/pool-1: instance refresh in progress\nAWSMachinePool fleet/pool-1: instance refresh done: none of the 2 instances it had before is left\n"))]
+#[case::not_started(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2"], Some(("False", "AccessDenied: autoscaling:StartInstanceRefresh")))],
+    Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: CAPA could not start the instance refresh (PostLaunchTemplateUpdateOperationSuccess False): AccessDenied: autoscaling:StartInstanceRefresh\n"))]
+#[case::not_ended(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-3"], Some(("True", "")))],
+    Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: instance refresh in progress\nAWSMachinePool fleet/pool-1: the instance refresh has not ended within 5s (1 of 2 instances replaced); CAPA goes on with it (aws autoscaling describe-instance-refreshes --auto-scaling-group-name pool-1)\n"))]
+fn the_instance_refresh(#[case] versions: Vec<Value>, #[case] done: Done, #[case] report: String) {
+    let fake = fleet_on("AWSMachinePool", json!({}), &[]);
+    fake.versions.borrow_mut().insert(
+        "awsmachinepools.infrastructure.cluster.x-k8s.io".into(),
+        versions,
+    );
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), done, "{out}");
+    assert!(
+        out.contains(&format!("into the pool\n{report}left: ")),
+        "want\n{report}\nin\n{out}"
+    );
+}
+
+#[test]
+fn replace_instances_rolls_after_the_rotation() {
+    let mut fake = fleet_on("AzureMachinePool", json!({}), &["m-a", "m-b"]);
+    fake.scales_back = true;
+    let mut request = request(
+        "machinepool/pool-1",
+        manifest("pool-1-a", "b\n"),
+        DryRun::None,
+    );
+    request.replace_instances = true;
+    let (result, out, _) = run(&fake, &request);
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    let name = suggested();
+    assert_eq!(
+        *fake.writes.borrow(),
+        [
+            format!("create {name} None"),
+            format!("patch pool-1 {name} None"),
+            "delete m-a".into(),
+            "delete m-b".into()
+        ]
+    );
+    assert!(!out.contains("replace them:"), "{out}");
+    assert!(out.contains(&format!("AzureMachinePool fleet/pool-1 (CAPZ) replaces no existing instance on a rotation: {KEEP_2}\nMachinePool fleet/pool-1: infrastructure AzureMachinePool fleet/pool-1 (CAPZ); data Secret {name}, created 2026-12-06T03:00:01Z\n")), "{out}");
+    assert!(out.contains(&format!("MachinePool fleet/pool-1: done: 2 Machines replaced; every Machine was launched after data Secret {name}\nleft: ")), "{out}");
+    assert_eq!(*fake.ready_after_delete.borrow(), [1, 1]);
+}
+
+#[test]
+fn replace_instances_checks_rbac_before_the_rotation() {
+    let fake = Fake {
+        denied: vec![("delete", crate::fake::MACHINES)],
+        ..fleet_on("AzureMachinePool", json!({}), &["m-a", "m-b"])
+    };
+    let mut request = request(
+        "machinepool/pool-1",
+        manifest("pool-1-a", "b\n"),
+        DryRun::None,
+    );
+    request.replace_instances = true;
+    let (result, _, _) = run(&fake, &request);
+    let e = result.unwrap_err();
+    assert_eq!(e.to_string(), "RBAC: you may not delete machines.cluster.x-k8s.io in namespace fleet; nothing was changed (kubectl auth can-i delete machines.cluster.x-k8s.io -n fleet: no)");
+    assert_eq!(e.exit_code(), EXIT_ERROR);
+    assert!(fake.writes.borrow().is_empty());
+}
+
+#[test]
+fn replace_instances_stopped_after_the_rotation() {
+    let fake = fleet_on("AzureMachinePool", json!({}), &["m-a", "m-b"]);
+    let mut request = request(
+        "machinepool/pool-1",
+        manifest("pool-1-a", "b\n"),
+        DryRun::None,
+    );
+    request.replace_instances = true;
+    // The provider launches no replacement: the first step times out.
+    let (result, out, _) = run(&fake, &request);
+    let e = result.unwrap_err();
+    assert!(e.to_string().starts_with("the rotation is in place; replacing the instances stopped: timed out after 5s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet"), "{e}\n{out}");
+    assert_eq!(e.exit_code(), 3);
+    assert_eq!(fake.writes.borrow().len(), 3, "{:?}", fake.writes.borrow());
+}
+
+#[rstest]
+#[case::unreadable(Some(("get", "awsmachinepools.infrastructure.cluster.x-k8s.io")), json!({}),
+    "AWSMachinePool fleet/pool-1: cannot read it, so the instance refresh is not followed (kubectl get awsmachinepools.infrastructure.cluster.x-k8s.io pool-1 -n fleet)\n")]
+#[case::no_instances(None, json!({"providerIDList": []}),
+    "AWSMachinePool fleet/pool-1: instance refresh: no instance listed in spec.providerIDList to replace\n")]
+fn an_instance_refresh_not_followed(
+    #[case] denied: Option<(&'static str, &'static str)>,
+    #[case] spec: Value,
+    #[case] line: &str,
+) {
+    let fake = Fake {
+        denied: denied.into_iter().collect(),
+        ..fleet_on("AWSMachinePool", spec, &[])
+    };
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    assert!(
+        out.contains(&format!("into the pool\n{REFRESH}{line}left: ")),
+        "{out}"
+    );
 }

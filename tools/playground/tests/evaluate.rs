@@ -131,12 +131,12 @@ fn delete_without_lookups_is_allowed_and_ignores_the_new_editor() {
     assert!(outcome.allowed);
     assert!(outcome.changed_paths.is_empty());
     // A person's DELETE of a config its MachinePool controls is warned (rule 7,
-    // deleteOwnedConfigs: warn): re-creating it under the same name rolls nothing out.
+    // deleteOwnedConfigs: warn): re-creating it under the same name is no rotation.
     assert_eq!(outcome.violations.len(), 1, "{:?}", outcome.violations);
     assert_eq!(outcome.violations[0].action, "warn");
     assert_eq!(outcome.warnings.len(), 1);
     assert!(
-        outcome.warnings[0].contains("a same-name re-create rolls out nothing"),
+        outcome.warnings[0].contains("a same-name re-create is no rotation"),
         "{:?}",
         outcome.warnings
     );

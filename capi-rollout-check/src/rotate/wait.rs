@@ -1,0 +1,146 @@
+//! After the writes: waiting until CAPI has taken the new config up, then saying what the
+//! pool's infrastructure does with it (and, where asked, replacing the instances).
+
+use std::io::Write;
+use std::time::Duration;
+
+use capi_bootstrap_rollout_policy::capi::kinds::is_machine_pool;
+use serde_json::Value;
+
+use super::cluster::{poll, Cluster};
+use super::plan::{key_of, ConfigRef};
+use super::{ConsumerKind, Done, Request, RotateError};
+use crate::manifests::Key;
+use crate::roll::report::{after_rotation, follow_refresh, After};
+use crate::roll::{self, pool};
+
+const INTERVAL: Duration = Duration::from_secs(1);
+
+/// Waits until CAPI has taken the new config up: a MachinePool's dataSecretName is the new
+/// config's; a MachineDeployment has a MachineSet on the new template. A MachineSet does not
+/// replace its Machines on a template change: nothing to wait for.
+pub(super) fn taken_up(
+    cluster: &dyn Cluster,
+    request: &Request,
+    consumer: &Value,
+    kind: &ConsumerKind,
+    (new, config_resource): (&Key, &str),
+    out: &mut dyn Write,
+) -> Result<Done, RotateError> {
+    let key = key_of(consumer);
+    if request.timeout.is_zero() {
+        return Ok(Done::Rotated);
+    }
+    if is_machine_pool(&key.group, &key.kind) {
+        return pool_taken_up(
+            cluster,
+            request,
+            consumer,
+            kind,
+            (new, config_resource),
+            out,
+        );
+    }
+    if kind.kind == "MachineDeployment" {
+        return deployment_taken_up(cluster, request.timeout, &key, new, out);
+    }
+    let _ = writeln!(out, "{key}: a MachineSet does not replace its Machines on a template change; new Machines use {}", new.name);
+    Ok(Done::Rotated)
+}
+
+fn pool_taken_up(
+    cluster: &dyn Cluster,
+    request: &Request,
+    consumer: &Value,
+    kind: &ConsumerKind,
+    (new, config_resource): (&Key, &str),
+    out: &mut dyn Write,
+) -> Result<Done, RotateError> {
+    let key = key_of(consumer);
+    let old_secret = pool::data_secret_name(consumer).unwrap_or("").to_string();
+    let found = poll(cluster, request.timeout, INTERVAL, || {
+        let Some(config) = cluster.get(config_resource, Some(&key.namespace), &new.name)? else {
+            return Ok(None);
+        };
+        let Some(secret) = config
+            .pointer("/status/dataSecretName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        else {
+            return Ok(None);
+        };
+        let pool = cluster.get(kind.resource, Some(&key.namespace), &key.name)?;
+        let copied = pool.as_ref().and_then(pool::data_secret_name);
+        Ok((copied == Some(secret) && secret != old_secret)
+            .then(|| (secret.to_string(), pool.unwrap_or(Value::Null))))
+    })?;
+    let Some((secret, pool)) = found else {
+        let _ = writeln!(out, "{key}: CAPI has not copied {}'s dataSecretName into the pool within {}s; the rotation is in place (kubectl describe {} {} -n {})",
+            new.name, request.timeout.as_secs(), kind.resource, key.name, key.namespace);
+        return Ok(Done::NotYetRolled);
+    };
+    let _ = writeln!(
+        out,
+        "{key}: CAPI copied dataSecretName {secret} into the pool"
+    );
+    match after_rotation(cluster, &pool, &secret, request.replace_instances, out) {
+        After::Said => Ok(Done::Rotated),
+        After::Refresh(infra) => {
+            let ended = follow_refresh(cluster, &infra, request.timeout, INTERVAL * 5, out);
+            Ok(if ended {
+                Done::Rotated
+            } else {
+                Done::NotYetRolled
+            })
+        }
+        After::Roll => {
+            let name = format!("machinepool/{}", key.name);
+            let roll_request = roll::Request {
+                pool: &name,
+                namespace: Some(&key.namespace),
+                dry_run: false,
+                timeout: request.timeout,
+                interval: INTERVAL * 2,
+                interrupted: request.interrupted,
+            };
+            roll::roll(cluster, &roll_request, out).map_err(RotateError::Roll)?;
+            Ok(Done::Rotated)
+        }
+    }
+}
+
+fn deployment_taken_up(
+    cluster: &dyn Cluster,
+    timeout: Duration,
+    key: &Key,
+    new: &Key,
+    out: &mut dyn Write,
+) -> Result<Done, RotateError> {
+    let selector = format!("cluster.x-k8s.io/deployment-name={}", key.name);
+    let found = poll(cluster, timeout, INTERVAL, || {
+        let sets = cluster.list("machinesets.cluster.x-k8s.io", &key.namespace, &selector)?;
+        Ok(sets
+            .into_iter()
+            .find(|s| ConfigRef::of(s).is_some_and(|r| r.name == new.name))
+            .map(|s| key_of(&s).name))
+    })?;
+    Ok(match found {
+        Some(set) => {
+            let _ = writeln!(
+                out,
+                "{key}: CAPI made MachineSet {set} on {}: it replaces the Machines",
+                new.name
+            );
+            Done::Rotated
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "{key}: no MachineSet on {} within {}s; the rotation is in place",
+                new.name,
+                timeout.as_secs()
+            );
+            Done::NotYetRolled
+        }
+    })
+}

@@ -1,0 +1,160 @@
+//! `capi-rollout-check roll` as a person runs it: the binary, its arguments and exit codes,
+//! and Ctrl-C, against a kubectl stand-in (a shell script answering from fixed JSON and
+//! writing down every call) instead of a cluster.
+
+#![cfg(unix)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+mod common;
+
+const POOL: &str = r#"{"apiVersion":"cluster.x-k8s.io/v1beta2","kind":"MachinePool","metadata":{"name":"pool-1","namespace":"fleet"},"spec":{"replicas":2,"template":{"spec":{"bootstrap":{"dataSecretName":"pool-1-b","configRef":{"apiGroup":"bootstrap.cluster.x-k8s.io","kind":"KubeadmConfig","name":"pool-1-b"}},"infrastructureRef":{"apiGroup":"infrastructure.cluster.x-k8s.io","kind":"DockerMachinePool","name":"pool-1"}}}}}"#;
+const CONFIG: &str = r#"{"kind":"KubeadmConfig","metadata":{"name":"pool-1-b","namespace":"fleet"},"status":{"dataSecretName":"pool-1-b"}}"#;
+const SECRET: &str = r#"{"kind":"Secret","metadata":{"name":"pool-1-b","namespace":"fleet","creationTimestamp":"2026-12-06T03:00:00Z"}}"#;
+/// m-a launched before the Secret and Ready; m-b after it and not Ready: with 2 replicas and
+/// maxUnavailable 1, deleting m-a would leave no Ready Machine, so roll waits.
+const MACHINES: &str = r#"{"items":[{"metadata":{"name":"m-a","creationTimestamp":"2026-12-06T02:00:00Z","labels":{"cluster.x-k8s.io/pool-name":"pool-1"}},"status":{"nodeRef":{"name":"n-a"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"m-b","creationTimestamp":"2026-12-06T03:10:00Z","labels":{"cluster.x-k8s.io/pool-name":"pool-1"}},"status":{}}]}"#;
+
+/// A kubectl stand-in in `dir`: answers get/auth/list from the constants, writes each call to
+/// `calls`; `on_list` runs when the Machines are listed.
+fn kubectl(dir: &Path, can_delete: bool, on_list: &str) -> PathBuf {
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir).unwrap();
+    let calls = dir.join("calls");
+    let script = format!(
+        "#!/bin/sh\necho \"$*\" >> '{calls}'\ncase \"$*\" in\n\
+         *'auth can-i delete'*) echo {delete}; [ {delete} = yes ];;\n\
+         *'auth can-i'*) echo yes;;\n\
+         *'get machinepools'*) echo '{POOL}';;\n\
+         *'get dockermachinepools'*) echo '{{\"kind\":\"DockerMachinePool\",\"metadata\":{{\"name\":\"pool-1\"}},\"spec\":{{}}}}';;\n\
+         *'get kubeadmconfigs'*) echo '{CONFIG}';;\n\
+         *'get secrets'*) echo '{SECRET}';;\n\
+         *'get machines'*) {on_list}; echo '{MACHINES}';;\n\
+         *) echo \"unexpected: $*\" >&2; exit 1;;\nesac\n",
+        calls = calls.display(),
+        delete = if can_delete { "yes" } else { "no" },
+    );
+    let path = dir.join("kubectl");
+    fs::write(&path, script).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+fn calls(dir: &Path) -> String {
+    fs::read_to_string(dir.join("calls")).unwrap_or_default()
+}
+
+/// Whether the stand-in was asked to delete anything.
+fn deleted(dir: &Path) -> bool {
+    calls(dir).lines().any(|l| l.starts_with("delete "))
+}
+
+#[test]
+fn the_plan_of_a_dry_run() {
+    let dir = dir("roll-dry-run");
+    let kubectl = kubectl(&dir, true, ":");
+    let r = common::run(
+        &[
+            "roll",
+            "machinepool/pool-1",
+            "-n",
+            "fleet",
+            "--dry-run",
+            "--kubectl",
+            kubectl.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout,
+        "MachinePool fleet/pool-1: infrastructure DockerMachinePool fleet/pool-1 (CAPD); data Secret pool-1-b, created 2026-12-06T03:00:00Z\n\
+MachinePool fleet/pool-1: 2 replicas, maxUnavailable 1: deletes up to 1 Machine at a time, never below 1 Ready\n\
+MachinePool fleet/pool-1: 1 of 2 Machines were launched before data Secret pool-1-b; in this order:\n\
+\x20 1. Machine fleet/m-a (launched 2026-12-06T02:00:00Z, Ready)\n\
+(dry run) nothing was deleted\n"
+    );
+    assert!(!deleted(&dir), "{}", calls(&dir));
+}
+
+/// Ctrl-C while roll waits: SIGINT to roll itself (the stand-in kubectl sends it when the
+/// Machines are listed), exit 130, what was done and how to go on, nothing deleted.
+#[test]
+fn ctrl_c_while_waiting() {
+    let dir = dir("roll-ctrl-c");
+    let kubectl = kubectl(&dir, true, "kill -INT $PPID");
+    let r = common::run(
+        &[
+            "roll",
+            "machinepool/pool-1",
+            "-n",
+            "fleet",
+            "--timeout",
+            "60s",
+            "--kubectl",
+            kubectl.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 130, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr,
+        "capi-rollout-check roll: interrupted: 0 Machines deleted so far; roll kept at least 1 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet\n"
+    );
+    assert!(!deleted(&dir), "{}", calls(&dir));
+}
+
+#[test]
+fn rbac_is_checked_before_any_delete() {
+    let dir = dir("roll-rbac");
+    let kubectl = kubectl(&dir, false, ":");
+    let r = common::run(
+        &[
+            "roll",
+            "machinepool/pool-1",
+            "-n",
+            "fleet",
+            "--kubectl",
+            kubectl.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr,
+        "capi-rollout-check roll: RBAC: you may not delete machines.cluster.x-k8s.io in namespace fleet; nothing was changed (kubectl auth can-i delete machines.cluster.x-k8s.io -n fleet: no)\n"
+    );
+    assert!(!deleted(&dir), "{}", calls(&dir));
+}
+
+#[test]
+fn bad_arguments() {
+    for (args, message) in [
+        (
+            vec!["roll", "deployment/pool-1"],
+            "capi-rollout-check roll: \"deployment/pool-1\": name the pool as machinepool/NAME\n",
+        ),
+        (
+            vec!["roll", "pool-1"],
+            "capi-rollout-check roll: \"pool-1\": name the pool as machinepool/NAME\n",
+        ),
+    ] {
+        let r = common::run(&args, None);
+        assert_eq!(r.code, 2, "{args:?}");
+        assert_eq!(r.stderr, message);
+    }
+    let r = common::run(&["roll", "machinepool/pool-1", "--timeout", "soon"], None);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr
+            .contains("\"soon\": a duration is seconds, or a number with s or m"),
+        "{}",
+        r.stderr
+    );
+}
