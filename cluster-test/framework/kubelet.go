@@ -212,6 +212,15 @@ func readyStatus(name, ip string) corev1.NodeStatus {
 		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.34.3"},
 	}
+	// What a kubelet reports beside Ready (CAPI's Machine NodeHealthy waits for all four).
+	for _, c := range []struct {
+		t      corev1.NodeConditionType
+		reason string
+	}{{corev1.NodeMemoryPressure, "KubeletHasSufficientMemory"}, {corev1.NodeDiskPressure, "KubeletHasNoDiskPressure"}, {corev1.NodePIDPressure, "KubeletHasSufficientPID"}} {
+		status.Conditions = append(status.Conditions, corev1.NodeCondition{
+			Type: c.t, Status: corev1.ConditionFalse, Reason: c.reason, LastHeartbeatTime: now, LastTransitionTime: now,
+		})
+	}
 	status.Allocatable = status.Capacity
 	return status
 }
