@@ -43,24 +43,7 @@ var (
 // (the workload cluster is this API server), and its control plane, marked initialized.
 func (m *ManagementCluster) CreateCluster(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	m.CreateClusterSecrets(t)
-	controlPlane := Object(t, fmt.Sprintf(`
-apiVersion: controlplane.cluster-test.rollout-policy.dev/v1alpha1
-kind: TestControlPlane
-metadata: {name: %s, namespace: %s}
-spec: {version: v1.34.3}`, ClusterName, Namespace))
-	Must(t, m.CP.Client.Create(ctx, controlPlane))
-	m.MarkStatus(t, controlPlane, map[string]any{"initialization": map[string]any{"controlPlaneInitialized": true}})
-	m.CP.CreateAll(t, []*unstructured.Unstructured{Object(t, fmt.Sprintf(`
-apiVersion: cluster.x-k8s.io/v1beta2
-kind: Cluster
-metadata: {name: %s, namespace: %s}
-spec:
-  controlPlaneEndpoint: {host: %q, port: %d}
-  controlPlaneRef: {apiGroup: controlplane.cluster-test.rollout-policy.dev, kind: TestControlPlane, name: %s}`,
-		ClusterName, Namespace, m.CP.Host, m.CP.Port, ClusterName))})
-
+	m.CreateClusterIn(t, Namespace, ClusterName)
 }
 
 // CreateClusterSecrets creates the fleet's namespace and Cluster c1's CA and kubeconfig

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 )
@@ -160,48 +161,59 @@ func (n *Node) logf(format string, args ...any) {
 // register creates the Node, Ready, and its Lease, as a kubelet registers itself.
 func (n *Node) register(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{
 			corev1.LabelHostname: n.name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 		}},
 		Spec: corev1.NodeSpec{PodCIDR: n.network.String(), PodCIDRs: []string{n.network.String()}},
 	}
-	_, err := n.cp.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	Must(t, err)
+	Must(t, registerNode(context.Background(), n.cp.Clientset, node, n.nodeIP.String()))
+}
+
+// registerNode creates the Node, Ready at the address given, and its Lease, as a kubelet
+// registers itself (the kubelet stand-in's node, and each instance of the infrastructure
+// stand-in, infrastructure.go).
+func registerNode(ctx context.Context, cs kubernetes.Interface, node *corev1.Node, ip string) error {
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return err
+	}
 	// kube-controller-manager's node controllers write the new Node too (taints, the lifecycle
 	// controller's view): a 409 here is theirs, retried on the Node as it now is.
-	Must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		current, err := n.cp.Clientset.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		n.setReady(current)
-		_, err = n.cp.Clientset.CoreV1().Nodes().UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		current.Status = readyStatus(node.Name, ip)
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, current, metav1.UpdateOptions{})
 		return err
-	}))
-	_, err = n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: n.name, Namespace: corev1.NamespaceNodeLease},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease},
 		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(n.name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
+			HolderIdentity: ptr.To(node.Name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()},
 		},
 	}, metav1.CreateOptions{})
-	Must(t, err)
+	return err
 }
 
-// setReady writes the stand-in's status into node: Ready, its addresses and capacity.
-func (n *Node) setReady(node *corev1.Node) {
+// readyStatus is a Node's status as the stand-in reports it: Ready, its addresses and capacity.
+func readyStatus(name, ip string) corev1.NodeStatus {
 	now := metav1.Now()
-	node.Status = corev1.NodeStatus{
+	status := corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "the cluster test's kubelet stand-in", LastHeartbeatTime: now, LastTransitionTime: now,
 		}},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.nodeIP.String()}, {Type: corev1.NodeHostName, Address: n.name}},
+		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
 		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.34.3"},
 	}
-	node.Status.Allocatable = node.Status.Capacity
+	status.Allocatable = status.Capacity
+	return status
 }
 
 // run is the node's loop: the Lease renewed every 10 s, the Pods synced every 250 ms.
@@ -230,9 +242,12 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) renewLease(ctx context.Context) error {
-	leases := n.cp.Clientset.CoordinationV1().Leases(corev1.NamespaceNodeLease)
-	lease, err := leases.Get(ctx, n.name, metav1.GetOptions{})
+func (n *Node) renewLease(ctx context.Context) error { return renewLease(ctx, n.cp.Clientset, n.name) }
+
+// renewLease renews a Node's Lease, as a kubelet heartbeats.
+func renewLease(ctx context.Context, cs kubernetes.Interface, name string) error {
+	leases := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	lease, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
