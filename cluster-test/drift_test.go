@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // `capi-rollout-check drift` against what CAPI, CABPK and the no-roll infrastructure stand-in
@@ -335,7 +336,7 @@ func (c *testCluster) driftStale(t *testing.T) {
 				cause, framework.Str(cause.Manager), framework.Str(cause.Operation), cause.InDataSecret)
 		}
 	}
-	checkReissueFix(t, p, "edited-a", flags)
+	checkReissueFix(t, p, "kubeadmconfigs", "edited-a", flags)
 
 	p = driftPool(t, report, ns, "rotated")
 	c.checkDriftPool(t, p, "stale", "exact", "rotation-not-rolled")
@@ -355,7 +356,7 @@ var reissueName = regexp.MustCompile(`\| \.metadata\.name = "([a-z0-9.-]+)"' \| 
 // checkReissueFix: the fix of a pool whose config was edited in place on a no-roll
 // infrastructure: reissue the config under a new name (rotate --reissue, or kubectl's
 // get | jq | create and the pool's patch), wait for CAPI's copy, roll.
-func checkReissueFix(t *testing.T, p framework.DriftPool, config, flags string) {
+func checkReissueFix(t *testing.T, p framework.DriftPool, resource, config, flags string) {
 	t.Helper()
 	ns := p.Namespace
 	var reissue []string
@@ -365,7 +366,7 @@ func checkReissueFix(t *testing.T, p framework.DriftPool, config, flags string) 
 		m := reissueName.FindStringSubmatch(p.Fix[0])
 		if m == nil || m[1] == config || !strings.HasPrefix(m[1], strings.TrimSuffix(config, "-a")) {
 			t.Errorf("drift: pool %s's reissue line names no new config: %q", p.Name, p.Fix[0])
-		} else if !strings.HasPrefix(p.Fix[0], fmt.Sprintf("kubectl get kubeadmconfigs.bootstrap.cluster.x-k8s.io %s -n %s%s -o json | jq 'del(", config, ns, flags)) ||
+		} else if !strings.HasPrefix(p.Fix[0], fmt.Sprintf("kubectl get %s.bootstrap.cluster.x-k8s.io %s -n %s%s -o json | jq 'del(", resource, config, ns, flags)) ||
 			!strings.HasSuffix(p.Fix[0], "| kubectl create -f - -n "+ns+flags) {
 			t.Errorf("drift: pool %s's reissue line: %q", p.Name, p.Fix[0])
 		}
@@ -382,6 +383,34 @@ func checkReissueFix(t *testing.T, p framework.DriftPool, config, flags string) 
 	}
 }
 
+// runDriftFix runs, line by line, the fix drift printed for a pool as the person pastes it into
+// their shell; a `#` line other than the wait for CAPI's copy of the new dataSecretName (done
+// by the test) fails the test: it asks for something by hand.
+func runDriftFix(t *testing.T, m *framework.ManagementCluster, p framework.DriftPool) {
+	t.Helper()
+	for _, line := range p.Fix {
+		if strings.HasPrefix(line, "# once CAPI has copied the new dataSecretName") {
+			m.WaitForIn(t, framework.MachinePoolGVK, p.Namespace, p.Name, 2*time.Minute, "the new config's dataSecretName copied", func(mp *unstructured.Unstructured) bool {
+				config := &unstructured.Unstructured{}
+				config.SetGroupVersionKind(framework.KubeadmConfigGVK.GroupVersion().WithKind(p.Bootstrap.Kind))
+				ref, _, _ := unstructured.NestedString(mp.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
+				if err := m.CP.Client.Get(context.Background(), client.ObjectKey{Namespace: p.Namespace, Name: ref}, config); err != nil {
+					return false
+				}
+				secret, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName")
+				return secret != "" && dataSecretName(mp) == secret
+			})
+			continue
+		}
+		if strings.HasPrefix(line, "#") {
+			t.Fatalf("drift: pool %s's fix asks for something by hand: %s", p.Name, line)
+		}
+		if r := framework.FixShell(t, m.Artifacts.Dir, m.Person, line); r.Err != nil {
+			t.Fatalf("drift's fix line for pool %s failed: %v\n%s", p.Name, r.Err, r.Stderr)
+		}
+	}
+}
+
 // driftFix: the person runs, line by line, the fix drift printed for each stale pool (the
 // reissue and the roll; the `#` line's wait, for CAPI's copy of the new dataSecretName, done by
 // the test). Every instance of both is replaced by one on the pool's new data Secret (edited's
@@ -393,22 +422,7 @@ func (c *testCluster) driftFix(t *testing.T) {
 	for _, name := range []string{"edited", "rotated"} {
 		p := driftPool(t, report, ns, name)
 		before := c.PoolInstances(t, ns, name)
-		for _, line := range p.Fix {
-			if strings.HasPrefix(line, "# once CAPI has copied the new dataSecretName") {
-				c.WaitForIn(t, framework.MachinePoolGVK, ns, name, 2*time.Minute, "the new config's dataSecretName copied", func(mp *unstructured.Unstructured) bool {
-					config := c.GetIn(t, framework.KubeadmConfigGVK, ns, bootstrapRef(mp))
-					secret, _, _ := unstructured.NestedString(config.Object, "status", "dataSecretName")
-					return secret != "" && dataSecretName(mp) == secret
-				})
-				continue
-			}
-			if strings.HasPrefix(line, "#") {
-				t.Fatalf("drift: pool %s's fix asks for something by hand: %s", name, line)
-			}
-			if r := framework.FixShell(t, c.Artifacts.Dir, c.Person, line); r.Err != nil {
-				t.Fatalf("drift's fix line for pool %s failed: %v\n%s", name, r.Err, r.Stderr)
-			}
-		}
+		runDriftFix(t, c.ManagementCluster, p)
 		mp := c.GetIn(t, framework.MachinePoolGVK, ns, name)
 		for _, i := range c.driftSettled(t, name, 2*time.Minute) {
 			if i.LaunchedWith != dataSecretName(mp) || slices.ContainsFunc(before, func(b framework.Instance) bool { return b.Name == i.Name }) {
@@ -469,4 +483,122 @@ func (c *testCluster) driftClassChange(t *testing.T) {
 	}
 	t.Logf("drift of the topology pool: %s wall time", r.Took.Round(time.Millisecond))
 	c.checkAdmittedUnwarned(t, since)
+}
+
+// driftRenderOnce: on a bootstrap provider that renders its data Secret once (k3s), a pool of
+// two instances on the no-roll infrastructure stand-in, its config edited in place by the
+// break-glass identity (exemptUsers): drift finds every instance, now and future, stale
+// (nothing will write the edit into the data Secret), exactly, exit 1; the fix it prints
+// (the reissue, the roll), run, replaces both instances with ones on the reissued config's
+// data, and drift then finds the pool current.
+func driftRenderOnce(t *testing.T, m *framework.ManagementCluster, bp bootstrapProvider) {
+	since := time.Now()
+	ns, pool, config := framework.Namespace, "drift-once", "drift-once-a"
+	infra := m.StartNoRollInfrastructure(t, ns)
+	manifest := strings.ReplaceAll(string(framework.ReadFile(t, "testdata/providers/"+bp.manifest)), "NAME", config)
+	pools := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  clusterName: %[3]s
+  replicas: %[4]d
+  template:
+    spec:
+      clusterName: %[3]s
+      version: v1.34.3
+      bootstrap:
+        configRef: {apiGroup: %[5]s, kind: %[6]s, name: %[7]s}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: %[1]s}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec: {template: {}}
+`, pool, ns, framework.ClusterName, driftReplicas, bp.config.Group, bp.config.Kind, config)
+	framework.Must(t, os.WriteFile(m.Artifacts.Path(config+".yaml"), []byte(manifest), 0o644))
+	framework.Must(t, os.WriteFile(m.Artifacts.Path(pool+".yaml"), []byte(pools), 0o644))
+	edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)
+	framework.Must(t, os.WriteFile(m.Artifacts.Path(config+"-edited.yaml"), []byte(edited), 0o644))
+	for _, file := range []string{config + ".yaml", pool + ".yaml"} {
+		if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
+		}
+	}
+	settled := func(timeout time.Duration) []framework.Instance {
+		t.Helper()
+		var instances []framework.Instance
+		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+			instances = m.PoolInstances(t, ns, pool)
+			ok := len(instances) == driftReplicas
+			for _, i := range instances {
+				ok = ok && !i.Deleting && i.Ready && i.NodeRef == i.Name
+			}
+			return ok, nil
+		})
+		if err != nil {
+			t.Fatalf("pool %s/%s not settled (%d instances, each Ready on its Node) after %s: %+v (logs: %s)", ns, pool, driftReplicas, timeout, instances, m.CAPILog)
+		}
+		return instances
+	}
+	before := settled(3 * time.Minute)
+	infra.Synced(t)
+
+	exempt := m.UserWithRole(t, driftExempt, "cluster-admin")
+	m.Server.Stop()
+	m.Server.Start(m.Artifacts, map[string]any{"exemptUsers": []any{driftExempt}})
+	r := exempt.Run(t, "apply", "-f", config+"-edited.yaml")
+	m.Server.Stop()
+	m.Server.Start(m.Artifacts, nil)
+	if r.Err != nil {
+		t.Fatalf("the exempt identity's kubectl apply -f %s-edited.yaml: %v\n%s", config, r.Err, r.Stderr)
+	}
+
+	run := framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns, "-o", "json")
+	report := framework.ParseDrift(t, run.Stdout)
+	t.Logf("drift of the %s pool: %s wall time", bp.config.Kind, run.Took.Round(time.Millisecond))
+	if s := report.Summary; run.Code != 1 || s.Pools != 1 || s.Stale != 1 || len(report.Pools) != 1 {
+		t.Fatalf("drift exited %d, summary %+v; want 1, the pool stale", run.Code, s)
+	}
+	p := report.Pools[0]
+	if p.Verdict != "stale" || p.Confidence.Level != "exact" || !slices.Equal(p.CauseKinds(), []string{"in-place-edit"}) ||
+		!p.Instances.EveryInstanceNowAndFuture || framework.Str(p.Bootstrap.Rendering) != "Once" || p.Bootstrap.Kind != bp.config.Kind {
+		t.Errorf("drift: pool %s is %s (%s: %v), causes %v, every instance now and future %t, bootstrap %s rendering %s; want stale (exact), in-place-edit, true, %s rendering Once",
+			p.Name, p.Verdict, p.Confidence.Level, p.Confidence.Reasons, p.CauseKinds(), p.Instances.EveryInstanceNowAndFuture, p.Bootstrap.Kind, framework.Str(p.Bootstrap.Rendering), bp.config.Kind)
+	}
+	if len(p.Causes) == 1 && (p.Causes[0].InDataSecret == nil || *p.Causes[0].InDataSecret || framework.Str(p.Causes[0].Manager) != "kubectl-client-side-apply") {
+		t.Errorf("drift: pool %s's cause %+v (manager %s); want kubectl-client-side-apply, not in the data Secret", p.Name, p.Causes[0], framework.Str(p.Causes[0].Manager))
+	}
+	var stale, machines []string
+	for _, s := range p.Instances.Stale {
+		stale = append(stale, s.Name)
+	}
+	for _, i := range before {
+		machines = append(machines, i.Machine)
+	}
+	slices.Sort(stale)
+	slices.Sort(machines)
+	if !slices.Equal(stale, machines) || p.Instances.StaleCount != driftReplicas {
+		t.Errorf("drift: pool %s's stale instances %v (count %d), want every Machine %v", p.Name, stale, p.Instances.StaleCount, machines)
+	}
+	checkReissueFix(t, p, bp.resource, config, " --kubeconfig "+m.Person.Kubeconfig)
+	table := framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns)
+	if f := strings.Fields(strings.Split(table.Stdout, "\n")[1]); table.Code != 1 || len(f) != 8 || f[4] != "stale" || f[5] != fmt.Sprintf("all %d+new", driftReplicas) || f[6] != "exact" || f[7] != "in-place-edit" {
+		t.Errorf("drift's table (exit %d): row %q, want stale, all %d+new, exact, in-place-edit", table.Code, f, driftReplicas)
+	}
+
+	runDriftFix(t, m, p)
+	mp := m.GetIn(t, framework.MachinePoolGVK, ns, pool)
+	for _, i := range settled(2 * time.Minute) {
+		if i.LaunchedWith != dataSecretName(mp) || slices.ContainsFunc(before, func(b framework.Instance) bool { return b.Name == i.Name }) {
+			t.Errorf("pool %s's instance %s runs data Secret %q after the fix, want a new instance on %s", pool, i.Name, i.LaunchedWith, dataSecretName(mp))
+		}
+	}
+	infra.Synced(t)
+	run = framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns, "-o", "json")
+	report = framework.ParseDrift(t, run.Stdout)
+	if run.Code != 0 || len(report.Pools) != 1 || report.Pools[0].Verdict != "current" || report.Pools[0].Confidence.Level != "exact" || len(report.Pools[0].Fix) != 0 {
+		t.Errorf("drift after the fix exited %d: %+v; want the pool current (exact), no fix", run.Code, report.Pools)
+	}
+	m.CheckControllersAdmitted(t, since)
+	m.CheckPersonAdmitted(t, since)
 }
