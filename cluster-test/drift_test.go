@@ -582,8 +582,9 @@ spec: {template: {}}
 	}
 	checkReissueFix(t, p, bp.resource, config, " --kubeconfig "+m.Person.Kubeconfig)
 	table := framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns)
-	if f := strings.Fields(strings.Split(table.Stdout, "\n")[1]); table.Code != 1 || len(f) != 8 || f[4] != "stale" || f[5] != fmt.Sprintf("all %d+new", driftReplicas) || f[6] != "exact" || f[7] != "in-place-edit" {
-		t.Errorf("drift's table (exit %d): row %q, want stale, all %d+new, exact, in-place-edit", table.Code, f, driftReplicas)
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +%s +%s/%s +DockerMachinePool +stale +all %d\+new +exact +in-place-edit *$`, ns, pool, bp.config.Kind, config, driftReplicas))
+	if table.Code != 1 || !row.MatchString(table.Stdout) {
+		t.Errorf("drift's table (exit %d) has no row %s:\n%s", table.Code, row, table.Stdout)
 	}
 
 	runDriftFix(t, m, p)

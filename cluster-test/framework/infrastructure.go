@@ -306,7 +306,12 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	dm.SetLabels(map[string]string{poolNameLabel: mp, clusterNameLabel: cluster})
 	dm.SetAnnotations(map[string]string{LaunchedWithAnnotation: secret})
 	dm.SetFinalizers([]string{instanceFinalizer})
-	dm.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(pool, DockerMachinePoolGVK)})
+	// Owned by the pool, not controlled: CAPI's Machine controller makes the MachinePool Machine
+	// the DockerMachine's controller (with the pool as controller it refuses: "already owned by
+	// another DockerMachinePool controller"), as with CAPD's.
+	dm.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion: DockerMachinePoolGVK.GroupVersion().String(), Kind: DockerMachinePoolGVK.Kind, Name: pool.GetName(), UID: pool.GetUID(),
+	}})
 	if err := s.client.Create(ctx, dm); err != nil {
 		return nil, fmt.Errorf("DockerMachine %s: %w", name, err)
 	}
