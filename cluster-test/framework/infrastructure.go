@@ -261,7 +261,11 @@ func (s *NoRollInfrastructure) reconcilePool(ctx context.Context, pool *unstruct
 		s.logf("pool %s: providerIDList %v", pool.GetName(), ids)
 	}
 	status := map[string]any{
-		"initialization":            map[string]any{"provisioned": true},
+		"initialization": map[string]any{"provisioned": true},
+		// CAPI v1.12's MachinePool controller still takes the infrastructure pool's readiness
+		// from status.ready (external.IsReady), as CAPD's DockerMachinePool reports it: without
+		// it the pool stays Provisioning and never copies the providerIDList.
+		"ready":                     true,
 		"replicas":                  int64(len(live)),
 		"readyReplicas":             int64(len(live)),
 		"infrastructureMachineKind": DockerMachineGVK.Kind,
