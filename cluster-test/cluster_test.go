@@ -11,6 +11,7 @@ package clustertest
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,11 @@ type testCluster struct {
 	// policy (the stack: the ClusterAdmissionPolicy's settings patched); without it the
 	// test's own policy server is restarted with it.
 	setContextAware func(t *testing.T, on bool)
+	// root is TestCluster's own t: what a step starts for the steps after it lives until it ends
+	// (the no-roll infrastructure stand-in, infrastructure_test.go).
+	root       *testing.T
+	noRollOnce sync.Once
+	noRoll     *framework.NoRollInfrastructure
 }
 
 // useContextAware sets the policy's contextAware for the steps that follow.
@@ -57,7 +63,7 @@ func TestCluster(t *testing.T) {
 	a := framework.NewArtifacts(t)
 	ca := framework.NewCA(t)
 	// Set-up runs in the test itself: what it starts lives until the whole test ends.
-	c := &testCluster{ManagementCluster: framework.StartManagementCluster(t, a, bin, ca, nil), bin: bin, ca: ca}
+	c := &testCluster{ManagementCluster: framework.StartManagementCluster(t, a, bin, ca, nil), bin: bin, ca: ca, root: t}
 	// The person's Git checkout: the manifests of testdata/fleet.
 	for _, name := range []string{"pool-1.yaml", "pool-1-a.yaml", "pool-2.v1beta1.yaml", "pool-2-a.v1beta1.yaml", "workers-md-0.v1beta1.yaml", "workers-md-0.yaml"} {
 		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
@@ -87,6 +93,10 @@ func TestCluster(t *testing.T) {
 		{ID: "driftClassReplaced", Name: "capi-rollout-check drift after the class's fix (a new pool topology, the old removed): the Cluster's pool current", Needs: []string{"topologyPoolReplacement"}, Run: c.driftClassReplaced},
 		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp"}, Run: c.rotateCommand},
 		{ID: "rotateTopologyPool", Name: "capi-rollout-check rotate refuses the pool of a ClusterClass's Cluster, sending the person to the class; nothing written", Needs: []string{"topologyBringUp"}, Run: c.rotateTopologyPool},
+		{ID: "noRollBringUp", Name: "a pool of 3 on a no-roll infrastructure (CAPD's DockerMachinePool, stand-in): a Ready MachinePool Machine and Node per instance, every controller write admitted", Run: c.noRollBringUp},
+		{ID: "noRollRotation", Name: "a rotation on the no-roll infrastructure: the edit refused, capi-rollout-check rotate says the 3 instances keep the old data and names roll; none is replaced", Needs: []string{"noRollBringUp"}, Run: c.noRollRotation},
+		{ID: "noRollRoll", Name: "capi-rollout-check roll: --dry-run deletes nothing; roll replaces every instance with one on the new data, one at a time, never below 2 Ready", Needs: []string{"noRollRotation"}, Run: c.noRollRoll},
+		{ID: "noRollInterrupted", Name: "a roll interrupted after its first delete leaves the pool consistent; re-run, it replaces the rest and ends", Needs: []string{"noRollRoll"}, Run: c.noRollInterrupted},
 		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: c.clusterctlMove},
 		{ID: "driftBringUp", Name: "three pools of 2 on the no-roll infrastructure: capi-rollout-check drift finds each current, exactly", Run: c.driftBringUp},
 		{ID: "driftStale", Name: "drift after an exempt identity's in-place edit and a rotation not rolled out: each pool's verdict, instances, cause and fix, exit 1", Needs: []string{"driftBringUp"}, Run: c.driftStale},

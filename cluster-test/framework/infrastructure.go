@@ -262,9 +262,8 @@ func (s *NoRollInfrastructure) reconcilePool(ctx context.Context, pool *unstruct
 	}
 	status := map[string]any{
 		"initialization": map[string]any{"provisioned": true},
-		// CAPI v1.12's MachinePool controller still takes the infrastructure pool's readiness
-		// from status.ready (external.IsReady), as CAPD's DockerMachinePool reports it: without
-		// it the pool stays Provisioning and never copies the providerIDList.
+		// CAPI v1.12's MachinePool controller reads an infrastructure pool's readiness from
+		// status.ready (controllers/external.IsReady), and copies spec.providerIDList only then.
 		"ready":                     true,
 		"replicas":                  int64(len(live)),
 		"readyReplicas":             int64(len(live)),
@@ -310,12 +309,9 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	dm.SetLabels(map[string]string{poolNameLabel: mp, clusterNameLabel: cluster})
 	dm.SetAnnotations(map[string]string{LaunchedWithAnnotation: secret})
 	dm.SetFinalizers([]string{instanceFinalizer})
-	// Owned by the pool, not controlled: CAPI's Machine controller makes the MachinePool Machine
-	// the DockerMachine's controller (with the pool as controller it refuses: "already owned by
-	// another DockerMachinePool controller"), as with CAPD's.
-	dm.SetOwnerReferences([]metav1.OwnerReference{{
-		APIVersion: DockerMachinePoolGVK.GroupVersion().String(), Kind: DockerMachinePoolGVK.Kind, Name: pool.GetName(), UID: pool.GetUID(),
-	}})
+	// Owned by the pool, not controlled: CAPI's Machine controller makes the Machine it makes
+	// for the instance its controller (as CAPD's DockerMachines are owned).
+	dm.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: DockerMachinePoolGVK.GroupVersion().String(), Kind: DockerMachinePoolGVK.Kind, Name: pool.GetName(), UID: pool.GetUID()}})
 	if err := s.client.Create(ctx, dm); err != nil {
 		return nil, fmt.Errorf("DockerMachine %s: %w", name, err)
 	}

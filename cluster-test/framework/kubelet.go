@@ -200,25 +200,26 @@ func registerNode(ctx context.Context, cs kubernetes.Interface, node *corev1.Nod
 	return err
 }
 
-// readyStatus is a Node's status as the stand-in reports it: Ready, no memory, disk or PID
-// pressure (as a kubelet reports them; CAPI's Machine is Ready only once its NodeHealthy
-// condition has all four), its addresses and capacity.
+// readyStatus is a Node's status as the stand-in reports it: Ready, its addresses and capacity.
 func readyStatus(name, ip string) corev1.NodeStatus {
 	now := metav1.Now()
-	condition := func(t corev1.NodeConditionType, status corev1.ConditionStatus, reason string) corev1.NodeCondition {
-		return corev1.NodeCondition{Type: t, Status: status, Reason: reason,
-			Message: "the cluster test's kubelet stand-in", LastHeartbeatTime: now, LastTransitionTime: now}
-	}
 	status := corev1.NodeStatus{
-		Conditions: []corev1.NodeCondition{
-			condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory"),
-			condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure"),
-			condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID"),
-			condition(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady"),
-		},
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "the cluster test's kubelet stand-in", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
 		Capacity:  corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")},
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "v1.34.3"},
+	}
+	// What a kubelet reports beside Ready (CAPI's Machine NodeHealthy waits for all four).
+	for _, c := range []struct {
+		t      corev1.NodeConditionType
+		reason string
+	}{{corev1.NodeMemoryPressure, "KubeletHasSufficientMemory"}, {corev1.NodeDiskPressure, "KubeletHasNoDiskPressure"}, {corev1.NodePIDPressure, "KubeletHasSufficientPID"}} {
+		status.Conditions = append(status.Conditions, corev1.NodeCondition{
+			Type: c.t, Status: corev1.ConditionFalse, Reason: c.reason, LastHeartbeatTime: now, LastTransitionTime: now,
+		})
 	}
 	status.Allocatable = status.Capacity
 	return status
