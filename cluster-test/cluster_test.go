@@ -69,8 +69,6 @@ func TestCluster(t *testing.T) {
 		framework.Must(t, os.WriteFile(a.Path(name), framework.ReadFile(t, filepath.Join("testdata", "fleet", name)), 0o644))
 	}
 
-	c.drift.root = t
-
 	// Each step names the earlier steps it builds on (Needs): one run alone, with
 	// `go test -run '^TestCluster$/^<its ID>:'`, runs them first.
 	framework.RunSteps(t, []framework.Step{

@@ -38,13 +38,12 @@ var driftPools = []string{"clean", "edited", "rotated"}
 
 // driftFixture: what the drift steps share, living until TestCluster ends.
 type driftFixture struct {
-	root  *testing.T
 	once  sync.Once
 	infra *framework.NoRollInfrastructure
 }
 
 func (c *testCluster) driftInfrastructure() *framework.NoRollInfrastructure {
-	c.drift.once.Do(func() { c.drift.infra = c.StartNoRollInfrastructure(c.drift.root, driftNamespace) })
+	c.drift.once.Do(func() { c.drift.infra = c.StartNoRollInfrastructure(c.root, driftNamespace) })
 	return c.drift.infra
 }
 
