@@ -20,6 +20,8 @@ pub struct Fake {
     pub objects: RefCell<BTreeMap<(String, String, String), Value>>,
     pub denied: Vec<(&'static str, &'static str)>,
     pub writes: RefCell<Vec<String>>,
+    /// The JSON patches it was sent, whole.
+    pub patches: RefCell<Vec<Value>>,
     /// What CAPI does once the pool is repointed: copy the new config's data secret name.
     pub capi_copies: bool,
     pub refuse_patch: bool,
@@ -261,6 +263,7 @@ impl Cluster for Fake {
             patch[1]["value"].as_str().unwrap(),
             dry_run
         ));
+        self.patches.borrow_mut().push(patch.clone());
         if self.refuse_patch {
             return Err(ClusterError::Failed {
                 command: "patch".into(),

@@ -78,12 +78,13 @@ enum Command {
     /// and the pool's configRef pointed at it, in a cluster or in the repository's manifests.
     #[command(
         after_help = "Exit codes: 0 rotated (and, in a cluster, taken up by CAPI; or a dry run), 1 the \
-                      edit changes nothing, nothing created, 2 an error, nothing changed, 3 rotated, \
+                      edit changes nothing, nothing created (never with --reissue), 2 an error, nothing changed, 3 rotated, \
                       CAPI had not taken the new config up (or CAPA's instance refresh had not \
                       ended) within --timeout. With --replace-instances, roll's codes once the \
                       rotation is done (3: a step timed out, 130: interrupted; re-run roll).\n\n\
                       In a cluster:  capi-rollout-check rotate machinepool/pool-1 -n fleet -f pool-1-a.yaml\n\
                       \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --edit\n\
+                      \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --reissue\n\
                       In Git:        capi-rollout-check rotate --manifests clusters/prod -f edited/pool-1-a.yaml --write"
     )]
     Rotate(RotateArgs),
@@ -201,12 +202,17 @@ struct RotateArgs {
         short = 'f',
         long = "filename",
         value_name = "FILE",
-        required_unless_present = "edit"
+        required_unless_present_any = ["edit", "reissue"]
     )]
     filename: Option<String>,
     /// Open $KUBE_EDITOR or $EDITOR on the current config instead of -f, as kubectl edit does.
     #[arg(long, conflicts_with_all = ["filename", "manifests"])]
     edit: bool,
+    /// A MachinePool only: rotate its config to a fresh name with the same spec (what --edit
+    /// opens, unchanged), so that new instances take data rendered from the config as it is
+    /// (`drift`'s fix for an edit that reached no instance).
+    #[arg(long, conflicts_with_all = ["filename", "edit", "manifests"])]
+    reissue: bool,
     /// GitOps: the repository's manifests as they are (a directory or file). The new config's
     /// file and the repointed pools' are printed, or written with --write.
     #[arg(long, value_name = "PATH")]
@@ -408,6 +414,11 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
     }
     let edited = match edited_text {
         Some(text) => rotate::Edited::Manifest { text, source },
+        None if args.reissue => rotate::Edited::Reissue {
+            now: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        },
         None => rotate::Edited::Editor(Box::new(run_editor)),
     };
     let request = rotate::Request {

@@ -238,3 +238,37 @@ fn bad_input() {
         assert_eq!(fs::read_dir(dir.join("team-payments")).unwrap().count(), 2, "{all:?} wrote a file");
     }
 }
+
+/// `--reissue` takes the spec from the cluster: with -f, --edit or --manifests it is a usage
+/// error (exit 2) that names the clash, and nothing is run.
+#[test]
+fn reissue_takes_no_manifest() {
+    for (args, clash) in [
+        (
+            vec![
+                "machinepool/pool-1",
+                "-n",
+                "fleet",
+                "--reissue",
+                "-f",
+                "x.yaml",
+            ],
+            "the argument '--reissue' cannot be used with '--filename <FILE>'",
+        ),
+        (
+            vec!["machinepool/pool-1", "-n", "fleet", "--reissue", "--edit"],
+            "the argument '--reissue' cannot be used with '--edit'",
+        ),
+        (
+            vec!["--manifests", "tests/fixtures/base", "--reissue"],
+            "the argument '--manifests <PATH>' cannot be used with '--reissue'",
+        ),
+    ] {
+        let mut all = vec!["rotate", "--kubectl", "/nonexistent/kubectl"];
+        all.extend(args);
+        let r = run(&all);
+        assert_eq!(r.code, 2, "{all:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains(clash), "{all:?}: {}", r.stderr);
+        assert_eq!(r.stdout, "", "{all:?}");
+    }
+}

@@ -493,16 +493,31 @@ pub fn resource(kind: &str, group: &str) -> String {
     }
 }
 
-/// A fresh name for the same spec: the policy's `<base>-<8 hex>` scheme, the hex from the
-/// current name and the time, so it differs from the current name.
+/// A fresh name for the same spec (drift's fix, `rotate --reissue`): the policy's
+/// `<base>-<8 hex>` scheme, the hex an FNV-1a hash of "reissue", the current name and the time
+/// `now` (seconds); never the current name (on a clash the hash takes a counter too).
 pub fn reissue_name(current: &str, now: i64) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in format!("reissue\0{current}\0{now}").bytes() {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    let hex = format!("{hash:016x}");
-    capi_bootstrap_rollout_policy::fingerprint::suggested_name(current, &hex)
+    let name = |salt: u32| {
+        let mut text = format!("reissue\0{current}\0{now}");
+        if salt > 0 {
+            text.push_str(&format!("\0{salt}"));
+        }
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in text.bytes() {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        capi_bootstrap_rollout_policy::fingerprint::suggested_name(current, &format!("{hash:016x}"))
+    };
+    fresh_name(current, name)
+}
+
+/// The first of `candidates(0)`, `candidates(1)`, ... that is not `current`.
+pub(crate) fn fresh_name(current: &str, candidates: impl Fn(u32) -> String) -> String {
+    (0..)
+        .map(candidates)
+        .find(|n| n != current)
+        .unwrap_or_default()
 }
 
 pub fn analyze(inputs: &Inputs) -> Report {

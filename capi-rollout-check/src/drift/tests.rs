@@ -176,6 +176,11 @@ impl World {
     }
 
     fn report(&self) -> Report {
+        self.report_with(super::REISSUE_FLAG, "")
+    }
+
+    /// The report with `rotate --reissue` in the fix or not, and kubectl's cluster flags.
+    fn report_with(&self, reissue_flag: bool, cluster_flags: &str) -> Report {
         analyze(&Inputs {
             now: T0 + NOW * 60,
             pools: &self.pools,
@@ -184,8 +189,8 @@ impl World {
             machines: &self.machines,
             infra_pools: &self.infra_pools,
             infra_instances: &self.infra_instances,
-            cluster_flags: String::new(),
-            reissue_flag: false,
+            cluster_flags: cluster_flags.into(),
+            reissue_flag,
         })
     }
 }
@@ -201,7 +206,7 @@ fn one(world: &World) -> PoolReport {
 }
 
 const ROLL: &str = "capi-rollout-check roll machinepool/pool-1 -n fleet";
-const REISSUE: &str = "kubectl patch machinepools.cluster.x-k8s.io pool-1 -n fleet --type json";
+const REISSUE: &str = "capi-rollout-check rotate machinepool/pool-1 -n fleet --reissue";
 const WAIT: &str = "replaces";
 
 #[rstest]
@@ -460,15 +465,16 @@ fn the_render_window_instance_is_named_as_uncertain() {
 }
 
 #[test]
-fn the_reissue_name_is_fresh_and_in_the_policys_scheme() {
-    let p = one(&World::pool(
+fn without_rotate_reissue_the_fix_is_kubectl_with_a_fresh_name_in_the_policys_scheme() {
+    let world = World::pool(
         &Pool::new("RKE2Config", "DockerMachinePool"),
         0,
         vec![entry("kubectl-edit", "Update", 200, spec_files())],
         1,
         1,
     )
-    .machines(&[2]));
+    .machines(&[2]);
+    let p = world.report_with(false, "").pools.remove(0);
     let new = super::analysis::reissue_name("pool-1-a", T0 + NOW * 60);
     assert_ne!(new, "pool-1-a");
     assert!(
@@ -485,6 +491,12 @@ fn the_reissue_name_is_fresh_and_in_the_policys_scheme() {
         ]
     );
     // A config already carrying a suffix gets another one, not a longer name.
+    // A hash that happens to give the current name's suffix back is passed over.
+    let clash = |salt: u32| format!("pool-1-a-{salt:08x}");
+    assert_eq!(
+        super::analysis::fresh_name("pool-1-a-00000000", clash),
+        "pool-1-a-00000001"
+    );
     assert!(super::analysis::reissue_name("pool-1-a-0123abcd", 0).starts_with("pool-1-a-"));
     assert_eq!(
         super::analysis::reissue_name("pool-1-a-0123abcd", 0).len(),
@@ -886,17 +898,7 @@ fn with_rotate_reissue_the_fix_is_one_rotate_line() {
         1,
     )
     .machines(&[2]);
-    let report = analyze(&Inputs {
-        now: T0 + NOW * 60,
-        pools: &world.pools,
-        configs: &world.configs,
-        secrets: &world.secrets,
-        machines: &world.machines,
-        infra_pools: &world.infra_pools,
-        infra_instances: &world.infra_instances,
-        cluster_flags: " --context prod".into(),
-        reissue_flag: true,
-    });
+    let report = world.report_with(super::REISSUE_FLAG, " --context prod");
     assert_eq!(
         report.pools[0].fix,
         [

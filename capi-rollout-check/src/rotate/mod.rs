@@ -3,7 +3,8 @@
 //! Against a cluster (kubectl's kubeconfig, context and namespace): given the MachinePool (or
 //! MachineDeployment, MachineSet) and the edited config (or template) manifest, or `--edit`,
 //! it creates the new config under the name the policy's refusal suggests, repoints the
-//! configRef, and waits until CAPI has taken the new config up. For GitOps (`--manifests`):
+//! configRef, and waits until CAPI has taken the new config up. `--reissue` rotates a
+//! MachinePool's config to a fresh name with the same spec (reissue.rs). For GitOps (`--manifests`):
 //! it writes the new config's file and the repointed pool's, for a pull request.
 //!
 //! Every check that can refuse runs before the first write, so a refused rotation changes
@@ -17,6 +18,7 @@ pub mod cluster;
 pub mod gitops;
 mod owned;
 pub mod plan;
+mod reissue;
 mod wait;
 
 use std::fmt;
@@ -164,6 +166,9 @@ pub enum Edited {
     Manifest { text: String, source: String },
     /// `--edit`: the editor, given the current config as YAML, returns the edited text.
     Editor(Box<EditorFn>),
+    /// `--reissue`: the current config's spec unchanged, under a fresh name made at `now`
+    /// (seconds since the epoch).
+    Reissue { now: i64 },
 }
 
 pub struct Request<'a> {
@@ -238,6 +243,9 @@ fn read_consumer(
     request: &Request,
 ) -> Result<(&'static ConsumerKind, Value, ConfigRef), RotateError> {
     let (consumer_kind, consumer_name) = consumer_kind(request.consumer)?;
+    if let Edited::Reissue { .. } = request.edited {
+        reissue::check_kind(consumer_kind, consumer_name, request.namespace)?;
+    }
     let where_ = request
         .namespace
         .map_or("the context's namespace".to_string(), |n| {
@@ -282,7 +290,7 @@ fn read_configs(
             let current = cluster.get(&resource, Some(&namespace), &uses.name)?;
             (current, Some(edited))
         }
-        Edited::Editor(_) => {
+        Edited::Editor(_) | Edited::Reissue { .. } => {
             let resource = resource_of(&uses.kind, &uses.group, None);
             (cluster.get(&resource, Some(&namespace), &uses.name)?, None)
         }
@@ -308,6 +316,7 @@ fn read_configs(
             }
             one_object(&changed, "the edited file")?
         }
+        (None, Edited::Reissue { .. }) => current.clone(),
         (None, Edited::Manifest { .. }) => unreachable!("a manifest is read above"),
     };
     Ok((current, edited))
@@ -321,6 +330,7 @@ fn check_writes(
     consumer_kind: &ConsumerKind,
     plan: &Plan,
     resources: (&str, &str),
+    reissue: bool,
 ) -> Result<bool, RotateError> {
     let (config_resource, config_plural) = resources;
     let namespace = &plan.new.namespace;
@@ -335,10 +345,15 @@ fn check_writes(
         }
         Some(_) => {
             return Err(RotateError::Object(format!(
-            "{} {namespace}/{} already exists with another spec: nothing was changed; the name is \
-                 the policy's suggestion for this spec, so look at who created it",
-            plan.new.kind, plan.new.name
-        )))
+                "{} {namespace}/{} already exists with another spec: nothing was changed; {}",
+                plan.new.kind,
+                plan.new.name,
+                if reissue {
+                    "a reissue a second later picks another name"
+                } else {
+                    "the name is the policy's suggestion for this spec, so look at who created it"
+                }
+            )))
         }
     };
     let mut needed = vec![("patch", consumer_kind.resource)];
@@ -357,6 +372,33 @@ fn check_writes(
         }
     }
     Ok(reuse)
+}
+
+/// What the rotation changes: the edit's paths, or that a reissue changes none.
+fn print_what_changes(
+    out: &mut dyn Write,
+    consumer_key: &Key,
+    uses: &ConfigRef,
+    plan: &Plan,
+    edited: &Edited,
+) {
+    if let Edited::Reissue { .. } = edited {
+        let _ = writeln!(
+            out,
+            "{consumer_key} uses {} {}; the reissue copies its spec, unchanged, to a fresh name \
+             (the policy's \"same content\" warning is expected)",
+            uses.kind, uses.name
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{consumer_key} uses {} {}; the edit changes:",
+        uses.kind, uses.name
+    );
+    for path in &plan.changed {
+        let _ = writeln!(out, "  {path}");
+    }
 }
 
 /// `--dry-run=client`: what would be created and set.
@@ -470,7 +512,10 @@ pub fn rotate(
     let namespace = consumer_key.namespace.clone();
     let (current, edited) = read_configs(cluster, settings, request, &consumer, &uses)?;
 
-    let plan = plan(settings, &[&consumer], &current, &edited)?;
+    let plan = match request.edited {
+        Edited::Reissue { now } => reissue::plan(settings, &[&consumer], &current, now),
+        _ => plan(settings, &[&consumer], &current, &edited)?,
+    };
     let rejected = rejections(settings, &[&consumer], &current, &plan);
     if !rejected.is_empty() {
         return Err(RotateError::Refused(format!(
@@ -490,6 +535,7 @@ pub fn rotate(
         consumer_kind,
         &plan,
         (&config_resource, &config_plural),
+        matches!(request.edited, Edited::Reissue { .. }),
     )?;
     if request.replace_instances && consumer_kind.kind == "MachinePool" {
         // What roll will need, before the rotation writes anything.
@@ -499,14 +545,7 @@ pub fn rotate(
         })?;
     }
 
-    let _ = writeln!(
-        out,
-        "{consumer_key} uses {} {}; the edit changes:",
-        uses.kind, uses.name
-    );
-    for path in &plan.changed {
-        let _ = writeln!(out, "  {path}");
-    }
+    print_what_changes(out, &consumer_key, &uses, &plan, &request.edited);
     if request.dry_run == DryRun::Client {
         print_client_dry_run(out, &consumer_key, &uses, &plan);
         return Ok(Done::DryRun);

@@ -10,6 +10,8 @@ use super::cluster::DryRun;
 use super::*;
 use crate::fake::{Fake, CONFIGS, POOLS};
 
+mod reissue_flow;
+
 fn pool(metadata: Value) -> Value {
     let mut pool = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachinePool",
         "metadata": {"name": "pool-1", "namespace": "fleet"},
