@@ -28,6 +28,8 @@ type testCluster struct {
 	*framework.ManagementCluster
 	bin string
 	ca  *framework.Certificates
+	// drift: the drift steps' stand-in and what they share (drift_test.go).
+	drift driftFixture
 	// setContextAware, when set, switches the policy's contextAware as the cluster runs the
 	// policy (the stack: the ClusterAdmissionPolicy's settings patched); without it the
 	// test's own policy server is restarted with it.
@@ -82,9 +84,11 @@ func TestCluster(t *testing.T) {
 		{ID: "outage", Name: "with the policy server down or hanging CAPI's writes pass, and verdicts return with it", Needs: []string{"rotation"}, Run: c.outage},
 		{ID: "topologyBringUp", Name: "a ClusterClass's Cluster comes up through CAPI's topology controller, every write admitted, none warned", Run: c.topologyBringUp},
 		{ID: "topologyClassChange", Name: "a ClusterClass's new bootstrap template: the topology controller's in-place patch of the pool's config and its template rotation admitted, the pool rolls nothing out", Needs: []string{"topologyBringUp"}, Run: c.topologyClassChange},
+		{ID: "driftClassChange", Name: "capi-rollout-check drift after the class change: the topology controller's patch named as the pool's cause, the class's way as the fix, unknown without instances", Needs: []string{"topologyClassChange"}, Run: c.driftClassChange},
 		{ID: "topologyPersonEdits", Name: "a person's edits of a topology-owned config and template are refused, of the class's template warned", Needs: []string{"topologyBringUp"}, Run: c.topologyPersonEdits},
 		{ID: "topologyPoolRotation", Name: "a person's rotation of a topology pool's configRef is admitted and rolled out, and stops the topology controller until it is undone", Needs: []string{"topologyBringUp"}, Run: c.topologyPoolRotation},
 		{ID: "topologyPoolReplacement", Name: "a second MachinePool topology takes the class's bootstrap as it is now; removing the first deletes it, every write admitted", Needs: []string{"topologyBringUp"}, Run: c.topologyPoolReplacement},
+		{ID: "driftClassReplaced", Name: "capi-rollout-check drift after the class's fix (a new pool topology, the old removed): the Cluster's pool current", Needs: []string{"topologyPoolReplacement"}, Run: c.driftClassReplaced},
 		{ID: "rotateCommand", Name: "capi-rollout-check rotate does the rotation a refusal asks for, CAPI takes it up; its bad inputs change nothing", Needs: []string{"bringUp"}, Run: c.rotateCommand},
 		{ID: "rotateTopologyPool", Name: "capi-rollout-check rotate refuses the pool of a ClusterClass's Cluster, sending the person to the class; nothing written", Needs: []string{"topologyBringUp"}, Run: c.rotateTopologyPool},
 		{ID: "noRollBringUp", Name: "a pool of 3 on a no-roll infrastructure (CAPD's DockerMachinePool, stand-in): a Ready MachinePool Machine and Node per instance, every controller write admitted", Run: c.noRollBringUp},
@@ -92,6 +96,9 @@ func TestCluster(t *testing.T) {
 		{ID: "noRollRoll", Name: "capi-rollout-check roll: --dry-run deletes nothing; roll replaces every instance with one on the new data, one at a time, never below 2 Ready", Needs: []string{"noRollRotation"}, Run: c.noRollRoll},
 		{ID: "noRollInterrupted", Name: "a roll interrupted after its first delete leaves the pool consistent; re-run, it replaces the rest and ends", Needs: []string{"noRollRoll"}, Run: c.noRollInterrupted},
 		{ID: "clusterctlMove", Name: "clusterctl move to a second management cluster completes, nothing refused, the pool reconciles there", Needs: []string{"rotation", "v1beta1Clients"}, Run: c.clusterctlMove},
+		{ID: "driftBringUp", Name: "three pools of 2 on the no-roll infrastructure: capi-rollout-check drift finds each current, exactly", Run: c.driftBringUp},
+		{ID: "driftStale", Name: "drift after an exempt identity's in-place edit and a rotation not rolled out: each pool's verdict, instances, cause and fix, exit 1", Needs: []string{"driftBringUp"}, Run: c.driftStale},
+		{ID: "driftFix", Name: "the fixes drift prints (reissue, roll) replace every stale instance; drift then finds every pool current", Needs: []string{"driftStale"}, Run: c.driftFix},
 		// Stands alone: it reads the audit log of whatever ran before it.
 		{ID: "noControllerRefused", Name: "no controller write was refused by the policy in the whole run", Run: c.noControllerRefused},
 	})

@@ -51,6 +51,9 @@ type bootstrapProvider struct {
 	// pool runs on this module's CAPI release, the Cluster as TestCluster makes it (its control
 	// plane initialized from the start); controlPlane then only adds what the join reads.
 	onCAPIv1beta2 bool
+	// drift: the provider renders its data Secret once; a pool of its on the no-roll
+	// infrastructure is edited in place and drift's fix run (drift_test.go).
+	drift bool
 }
 
 var bootstrapProviders = []bootstrapProvider{
@@ -148,7 +151,7 @@ func k3s(name, folder string) bootstrapProvider {
 // v0.3.1's (the same defaulter), its controller reads the Cluster's v1beta2 status.
 func k3sV1beta2() bootstrapProvider {
 	bp := k3s("k3s-v0.4.0", "k3s-v0.4")
-	bp.onCAPIv1beta2, bp.dataOnAdoption = true, true
+	bp.onCAPIv1beta2, bp.dataOnAdoption, bp.drift = true, true, true
 	bp.controlPlane = func(t *testing.T, m *framework.ManagementCluster) (string, schema.GroupVersionKind, map[string]any) {
 		// k3s' worker join needs the join token k3s' control plane provider writes.
 		m.CreateJoinToken(t)
@@ -381,6 +384,11 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 			}
 		}
 	})
+	if bp.drift {
+		step(t, "an exempt identity's in-place edit of a config rendered once: drift finds every instance, now and future, stale; the fix it prints makes the pool current", func(t *testing.T) {
+			driftRenderOnce(t, m, bp)
+		})
+	}
 	if bp.ownRefusals == nil {
 		templateSteps(t, m, template, bp.name, bp.edit, strings.TrimPrefix(bp.editedPath, "spec."))
 	} else {

@@ -387,6 +387,7 @@ fn last_edit<'e>(d: &Data, config_entries: &'e [Entry]) -> Option<&'e Entry> {
                 && !CONTROLLER_MANAGERS.contains(&e.manager.as_str())
                 && e.manager != ANCIENT_CHANGES
                 && e.manager != CLUSTERCTL
+                && !records::controller_filled(&kind, &leaf_paths(&e.fields, "spec"))
         })
         .filter(|e| e.time.is_some_and(|t| t > secret_created))
         .max_by_key(|e| e.time)

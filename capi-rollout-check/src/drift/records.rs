@@ -9,6 +9,7 @@ pub use capi_bootstrap_rollout_policy::capi::infrastructure::Effect;
 use capi_bootstrap_rollout_policy::capi::infrastructure::{
     infrastructure, ReadsBootstrapData, Replacement,
 };
+use capi_bootstrap_rollout_policy::capi::paths::{FieldPath, Segment};
 use capi_bootstrap_rollout_policy::capi::providers::provider_of;
 pub use capi_bootstrap_rollout_policy::capi::providers::Rendering;
 
@@ -61,6 +62,34 @@ pub fn bootstrap(config_kind: &str) -> Option<Bootstrap> {
         provider: p.clusterctl,
         rendering: p.rendering,
     })
+}
+
+/// Whether every path (leaf paths under `spec`, as `analysis::leaf_paths` renders them) is a
+/// field the kind's bootstrap controller writes itself: machine-only or fill-once in the
+/// policy's records (CABPK's bootstrap token and discovery). Such a write is the controller's,
+/// whatever its field manager is called: controller-runtime names it after the binary
+/// (`manager` in CAPI's images, the binary's own name in a build of another layout).
+pub fn controller_filled(config_kind: &str, paths: &[String]) -> bool {
+    let Some(provider) = provider_of(config_kind) else {
+        return false;
+    };
+    !paths.is_empty()
+        && paths.iter().all(|path| {
+            // A keyed or indexed step (`files[path=/x]`) is no field a controller fills.
+            if path.contains('[') {
+                return false;
+            }
+            let mut keys = path.split('.');
+            let mut field = FieldPath::root(keys.next().unwrap_or_default());
+            for key in keys {
+                field.push(Segment::Key(key.to_string()));
+            }
+            provider
+                .machine_only
+                .iter()
+                .chain(provider.fill_once)
+                .any(|pattern| pattern.matches(&field))
+        })
 }
 
 fn field<'v>(object: Option<&'v Value>, path: &str) -> Option<&'v Value> {

@@ -80,6 +80,12 @@ fn token() -> Value {
     json!({"f:spec": {"f:joinConfiguration": {"f:discovery": {"f:bootstrapToken": {"f:token": {}}}}}})
 }
 
+/// CABPK's fill of a MachinePool's join discovery and its token rotation.
+fn discovery() -> Value {
+    json!({"f:spec": {"f:joinConfiguration": {"f:discovery": {"f:bootstrapToken": {
+        "f:apiServerEndpoint": {}, "f:caCertHashes": {}, "f:token": {}}}}}})
+}
+
 impl World {
     /// The pool, its config (created at `config_created` by kubectl, with `managed` entries
     /// after that), its data Secret (created `secret_created`, data last written

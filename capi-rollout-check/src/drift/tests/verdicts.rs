@@ -8,6 +8,17 @@ use super::*;
 #[case::clean(
     World::pool(&kubeadm_docker(), 0, vec![entry("manager", "Update", 290, token())], 1, 290).machines(&[2, 3, 4]),
     "current", "exact", "0/3", &[], &[])]
+// CABPK's token and discovery writes under the binary's own name (controller-runtime's field
+// manager, `capi-kubeadm-bootstrap-manager` in the cluster test): the controller's fill, no edit.
+#[case::clean_controller_under_its_binary_name(
+    World::pool(&kubeadm_docker(), 0, vec![entry("capi-kubeadm-bootstrap-manager", "Update", 290, discovery())], 1, 290).machines(&[2, 3, 4]),
+    "current", "exact", "0/3", &[], &[])]
+// ... and beside a person's edit, the edit is still found.
+#[case::edit_beside_controller_under_its_binary_name(
+    World::pool(&kubeadm_docker(), 0, vec![entry("kubectl-edit", "Update", 200, files_content()),
+                                           entry("capi-kubeadm-bootstrap-manager", "Update", 290, discovery())], 1, 290)
+        .machines(&[2, 250]),
+    "stale", "exact", "1/2", &["in-place-edit"], &[REISSUE, ROLL])]
 // CAPD replaces nothing on a rotation: the Machines older than the new Secret keep the old data.
 #[case::rotation_not_rolled_no_roll_infra(
     World::pool(&Pool::new("KubeadmConfig", "AzureMachinePool"), 100, vec![], 101, 290).machines(&[2, 3, 102]),
