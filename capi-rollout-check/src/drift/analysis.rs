@@ -148,7 +148,7 @@ fn analyze_pool(inputs: &Inputs, index: &Index, pool: &Value) -> Option<PoolRepo
     };
     let config_entries = entries(d.config);
     history_levels(&d, &config_entries, &mut j);
-    let edit = last_edit(&d, &config_entries);
+    let edit = last_edit(&p, &d, &config_entries);
     if let Some(edit) = edit {
         cause::edit_cause(&p, &d, edit, &mut j);
     }
@@ -377,8 +377,9 @@ fn history_levels(d: &Data, config_entries: &[Entry], j: &mut Judgement) {
 }
 
 /// The last spec change by a person or the topology controller after the data Secret was
-/// created (edits before it are in it).
-fn last_edit<'e>(d: &Data, config_entries: &'e [Entry]) -> Option<&'e Entry> {
+/// created (edits before it are in it); a write of only what the bootstrap controller fills
+/// itself is none, whatever its manager is called.
+fn last_edit<'e>(p: &Pool, d: &Data, config_entries: &'e [Entry]) -> Option<&'e Entry> {
     let secret_created = d.secret_created;
     config_entries
         .iter()
@@ -387,7 +388,7 @@ fn last_edit<'e>(d: &Data, config_entries: &'e [Entry]) -> Option<&'e Entry> {
                 && !CONTROLLER_MANAGERS.contains(&e.manager.as_str())
                 && e.manager != ANCIENT_CHANGES
                 && e.manager != CLUSTERCTL
-                && !records::controller_filled(&kind, &leaf_paths(&e.fields, "spec"))
+                && !records::controller_filled(&p.kind, &leaf_paths(&e.fields, "spec"))
         })
         .filter(|e| e.time.is_some_and(|t| t > secret_created))
         .max_by_key(|e| e.time)
