@@ -19,7 +19,7 @@ import { chromium } from 'playwright-core';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const www = join(here, '..', 'www');
-const artifacts = join(here, '..', '..', 'target', 'playground-artifacts');
+const artifacts = join(here, '..', '..', '..', 'target', 'playground-artifacts');
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const LOADS = 5;
 
