@@ -227,25 +227,7 @@ spec:
       kubeletExtraArgs:
         - {name: max-pods, value: "110"}
 `, pool, driftNamespace, driftSysctl)
-		manifest := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  clusterName: %[3]s
-  replicas: %[4]d
-  template:
-    spec:
-      clusterName: %[3]s
-      version: v1.34.3
-      bootstrap:
-        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: %[1]s-a}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: %[1]s}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {template: {}}
-`, pool, driftNamespace, driftCluster, driftReplicas)
+		manifest := framework.NoRollPoolManifest(pool, driftNamespace, driftCluster, driftReplicas, "bootstrap.cluster.x-k8s.io", "KubeadmConfig", pool+"-a")
 		framework.Must(t, os.WriteFile(c.Artifacts.Path("drift-"+pool+"-a.yaml"), []byte(config), 0o644))
 		framework.Must(t, os.WriteFile(c.Artifacts.Path("drift-"+pool+".yaml"), []byte(manifest), 0o644))
 		for _, file := range []string{"drift-" + pool + "-a.yaml", "drift-" + pool + ".yaml"} {
@@ -512,25 +494,7 @@ func driftRenderOnce(t *testing.T, m *framework.ManagementCluster, bp bootstrapP
 	ns, pool, config := framework.Namespace, "drift-once", "drift-once-a"
 	infra := m.StartNoRollInfrastructure(t, ns)
 	manifest := strings.ReplaceAll(string(framework.ReadFile(t, "testdata/providers/"+bp.manifest)), "NAME", config)
-	pools := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  clusterName: %[3]s
-  replicas: %[4]d
-  template:
-    spec:
-      clusterName: %[3]s
-      version: v1.34.3
-      bootstrap:
-        configRef: {apiGroup: %[5]s, kind: %[6]s, name: %[7]s}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: %[1]s}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {template: {}}
-`, pool, ns, framework.ClusterName, driftReplicas, bp.config.Group, bp.config.Kind, config)
+	pools := framework.NoRollPoolManifest(pool, ns, framework.ClusterName, driftReplicas, bp.config.Group, bp.config.Kind, config)
 	framework.Must(t, os.WriteFile(m.Artifacts.Path(config+".yaml"), []byte(manifest), 0o644))
 	framework.Must(t, os.WriteFile(m.Artifacts.Path(pool+".yaml"), []byte(pools), 0o644))
 	edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)

@@ -58,25 +58,7 @@ spec:
       kubeletExtraArgs:
         - {name: max-pods, value: "110"}
 `, noRollPool, noRollNamespace)
-	pool := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec:
-  clusterName: %[3]s
-  replicas: %[4]d
-  template:
-    spec:
-      clusterName: %[3]s
-      version: v1.34.3
-      bootstrap:
-        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: %[1]s-a}
-      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: %[1]s}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: DockerMachinePool
-metadata: {name: %[1]s, namespace: %[2]s}
-spec: {template: {}}
-`, noRollPool, noRollNamespace, noRollCluster, noRollReplicas)
+	pool := framework.NoRollPoolManifest(noRollPool, noRollNamespace, noRollCluster, noRollReplicas, "bootstrap.cluster.x-k8s.io", "KubeadmConfig", noRollPool+"-a")
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(noRollPool+"-a.yaml"), []byte(config), 0o644))
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(noRollPool+".yaml"), []byte(pool), 0o644))
 	for _, file := range []string{noRollPool + "-a.yaml", noRollPool + ".yaml"} {

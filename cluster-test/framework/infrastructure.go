@@ -78,6 +78,31 @@ type NoRollInfrastructure struct {
 	launched int
 }
 
+// NoRollPoolManifest is a person's manifest of MachinePool pool in namespace, of Cluster
+// cluster, with replicas instances on the stand-in's DockerMachinePool of the same name, its
+// configRef naming the bootstrap config configName of configGroup's configKind.
+func NoRollPoolManifest(pool, namespace, cluster string, replicas int, configGroup, configKind, configName string) string {
+	return fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  clusterName: %[3]s
+  replicas: %[4]d
+  template:
+    spec:
+      clusterName: %[3]s
+      version: v1.34.3
+      bootstrap:
+        configRef: {apiGroup: %[5]s, kind: %[6]s, name: %[7]s}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachinePool, name: %[1]s}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachinePool
+metadata: {name: %[1]s, namespace: %[2]s}
+spec: {template: {}}
+`, pool, namespace, cluster, replicas, configGroup, configKind, configName)
+}
+
 // StartNoRollInfrastructure installs the DockerMachinePool and DockerMachine CRDs (once per
 // management cluster) and runs the stand-in on namespace's pools until t ends.
 func (m *ManagementCluster) StartNoRollInfrastructure(t *testing.T, namespace string) *NoRollInfrastructure {
