@@ -470,7 +470,6 @@ fn run_drift(args: &DriftArgs) -> ExitCode {
         pools: &args.pools,
         now,
         cluster_flags,
-        reissue_flag: drift::REISSUE_FLAG,
     };
     match kube::drift(&kubectl, &request) {
         Ok(report) => {

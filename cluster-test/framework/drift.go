@@ -172,7 +172,7 @@ func Str(s *string) string {
 
 // FixShell runs a command line that capi-rollout-check printed, as the person pastes it into
 // their shell: bash, in dir, with `kubectl` and `capi-rollout-check` on PATH (the test's
-// kubectl and ROLLOUT_CHECK), jq from the system.
+// kubectl and ROLLOUT_CHECK).
 func FixShell(t *testing.T, dir string, k Kubectl, line string) KubectlResult {
 	t.Helper()
 	bin := filepath.Join(dir, "fix-bin")

@@ -163,7 +163,6 @@ pub struct Request<'a> {
     pub pools: &'a [String],
     pub now: i64,
     pub cluster_flags: String,
-    pub reissue_flag: bool,
 }
 
 fn refs(pools: &[Value], pointer: &str) -> BTreeSet<(String, String)> {
@@ -294,7 +293,6 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         infra_pools: &infra_pools,
         infra_instances: &infra_instances,
         cluster_flags: request.cluster_flags.clone(),
-        reissue_flag: request.reissue_flag,
     });
     Ok(report)
 }

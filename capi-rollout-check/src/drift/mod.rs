@@ -13,6 +13,3 @@ mod tests;
 /// Exit codes.
 pub const EXIT_STALE: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
-
-/// Whether `capi-rollout-check rotate --reissue` exists: the fix lines use it, else kubectl.
-pub const REISSUE_FLAG: bool = true;

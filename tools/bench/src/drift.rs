@@ -122,7 +122,6 @@ pub fn measure(pools: usize) -> DriftRow {
         infra_pools: &infra,
         infra_instances: &[],
         cluster_flags: String::new(),
-        reissue_flag: false,
     };
     let started = Instant::now();
     let report = analysis::analyze(&inputs);

@@ -58,28 +58,9 @@ pub(super) fn fix_lines(
     }
     let mut lines = Vec::new();
     if reissue {
-        if inputs.reissue_flag {
-            lines.push(format!(
-                "capi-rollout-check rotate machinepool/{name} -n {ns} --reissue{flags}"
-            ));
-        } else {
-            let resource = resource(&report.config.kind, &report.config.group);
-            let old = &report.config.name;
-            let new = reissue_name(old, inputs.now);
-            let mut strip = String::from(
-                "del(.metadata.uid, .metadata.resourceVersion, .metadata.creationTimestamp, .metadata.generation, .metadata.managedFields, .metadata.ownerReferences, .status",
-            );
-            if report.config.kind == "KubeadmConfig" {
-                strip.push_str(", .spec.joinConfiguration.discovery.bootstrapToken.token");
-            }
-            lines.push(format!(
-                "kubectl get {resource} {old} -n {ns}{flags} -o json | jq '{strip}) | .metadata.name = \"{new}\"' | kubectl create -f - -n {ns}{flags}"
-            ));
-            let path = "/spec/template/spec/bootstrap/configRef/name";
-            lines.push(format!(
-                "kubectl patch machinepools.cluster.x-k8s.io {name} -n {ns}{flags} --type json -p '[{{\"op\":\"test\",\"path\":\"{path}\",\"value\":\"{old}\"}},{{\"op\":\"replace\",\"path\":\"{path}\",\"value\":\"{new}\"}}]'"
-            ));
-        }
+        lines.push(format!(
+            "capi-rollout-check rotate machinepool/{name} -n {ns} --reissue{flags}"
+        ));
     }
     lines.extend(wait.iter().cloned());
     if roll {

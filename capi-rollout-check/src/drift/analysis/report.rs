@@ -23,8 +23,6 @@ pub struct Inputs<'a> {
     pub infra_instances: &'a [Value],
     /// How the printed commands reach the same cluster (` --context prod`), or empty.
     pub cluster_flags: String,
-    /// `rotate --reissue` exists: the fix rotates with it, else with kubectl.
-    pub reissue_flag: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

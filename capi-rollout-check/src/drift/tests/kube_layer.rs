@@ -91,7 +91,6 @@ fn request(scope: Scope, pools: &[String]) -> kube::Request<'_> {
         pools,
         now: T0 + NOW * 60,
         cluster_flags: String::new(),
-        reissue_flag: false,
     }
 }
 

@@ -181,11 +181,11 @@ impl World {
     }
 
     fn report(&self) -> Report {
-        self.report_with(super::REISSUE_FLAG, "")
+        self.report_with("")
     }
 
-    /// The report with `rotate --reissue` in the fix or not, and kubectl's cluster flags.
-    fn report_with(&self, reissue_flag: bool, cluster_flags: &str) -> Report {
+    /// The report with kubectl's cluster flags in the printed commands.
+    fn report_with(&self, cluster_flags: &str) -> Report {
         analyze(&Inputs {
             now: T0 + NOW * 60,
             pools: &self.pools,
@@ -195,7 +195,6 @@ impl World {
             infra_pools: &self.infra_pools,
             infra_instances: &self.infra_instances,
             cluster_flags: cluster_flags.into(),
-            reissue_flag,
         })
     }
 }
