@@ -288,6 +288,9 @@ func (bp bootstrapProvider) install(t *testing.T, a *framework.Artifacts, m *fra
 	return "system:serviceaccount:" + strings.ReplaceAll(installed.ServiceAccount, "/", ":")
 }
 
+// run runs the provider's steps on a management cluster of its own: the config stored and
+// adopted, a person's metadata-only update, a re-apply, the provider's own writes, a person's
+// real edit, drift (bp.drift), the template's steps, and no controller write refused.
 func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string) {
 	pool := bp.name
 	// Set-up runs in the subtest itself: what it starts lives until the subtest ends.
@@ -306,33 +309,9 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 	if bp.defaulted == nil {
 		stored = "a config applied, adopted by its pool (the provider has no defaulter)"
 	}
-	step(t, stored, func(t *testing.T) {
-		restore := func() {}
-		if bp.defaulted != nil {
-			restore = m.WithoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
-		}
-		for _, file := range []string{configFile, m.Pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
-			if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
-				t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
-			}
-		}
-		stored := m.WaitFor(t, bp.config, pool, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
-			return framework.ControlledByPool(u, pool)
-		})
-		t.Logf("%s as stored before the defaulter:\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
-		m.ApplyTemplate(t, template)
-		restore()
-	})
+	step(t, stored, func(t *testing.T) { bp.storedAndAdopted(t, m, configFile, template) })
 	step(t, "a person's metadata-only update is admitted, the defaulter rewriting the spec", func(t *testing.T) {
-		since := time.Now()
-		m.LabelAsPerson(t, bp.config, pool, configFile, bp.name)
-		m.AdmittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", framework.Namespace, "fleet.example.com/owner=platform")
-		stored := m.Get(t, bp.config, pool)
-		t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
-		if bp.defaulted != nil {
-			bp.defaulted(t, stored)
-		}
-		m.CheckNotAnEdit(t, since, bp.resource, pool)
+		bp.metadataOnlyUpdate(t, m, configFile)
 	})
 	step(t, "re-applying the manifest is admitted without a warning", func(t *testing.T) {
 		since := time.Now()
@@ -342,47 +321,10 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 		m.CheckNotAnEdit(t, since, bp.resource, pool)
 	})
 	step(t, "the provider's own writes (the worker join's bootstrap data) are admitted", func(t *testing.T) {
-		since := time.Now()
-		if bp.dataOnAdoption {
-			since = created
-		}
-		if bp.onCAPIv1beta2 {
-			m.ProvisionInfrastructure(t, pool)
-		} else {
-			m.MarkV1beta1Ready(t, controlPlane, cpStatus, pool)
-		}
-		m.WaitFor(t, bp.config, pool, 3*time.Minute, "given its bootstrap data by the provider", func(u *unstructured.Unstructured) bool {
-			ready, _, _ := unstructured.NestedBool(u.Object, "status", "ready")
-			secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
-			return ready && secret != ""
-		})
-		var own int
-		for _, e := range m.CheckNotAnEdit(t, since, bp.resource, pool) {
-			if e.User.Username == identity {
-				own++
-			}
-		}
-		if own == 0 {
-			t.Errorf("the audit log shows no write of %s by %s", pool, identity)
-		}
+		bp.ownWritesAdmitted(t, m, identity, created, controlPlane, cpStatus)
 	})
 	step(t, "a person's real edit is refused, naming the field", func(t *testing.T) {
-		edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)
-		framework.Must(t, os.WriteFile(a.Path("edited-"+configFile), []byte(edited), 0o644))
-		if bp.ownRefusals != nil {
-			bp.refusedByBoth(t, m, "edited-"+configFile, pool, bp.editedPath, fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool))
-			return
-		}
-		r := m.Person.Run(t, "apply", "-f", "edited-"+configFile)
-		for _, want := range []string{
-			fmt.Sprintf("admission webhook %q denied the request", m.WebhookName()),
-			bp.editedPath,
-			fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool),
-		} {
-			if r.Err == nil || !strings.Contains(r.Stderr, want) {
-				t.Errorf("want a refusal with %q: %v\n%s", want, r.Err, r.Stderr)
-			}
-		}
+		bp.realEditRefused(t, a, m, manifest, configFile)
 	})
 	if bp.drift {
 		step(t, "an exempt identity's in-place edit of a config rendered once: drift finds every instance, now and future, stale; the fix it prints makes the pool current", func(t *testing.T) {
@@ -395,21 +337,116 @@ func (bp bootstrapProvider) run(t *testing.T, a *framework.Artifacts, bin string
 		bp.templateStepsWithOwnValidator(t, m, template)
 	}
 	step(t, "no controller write was refused by the policy", func(t *testing.T) {
-		m.CheckControllersAdmitted(t, time.Time{})
-		events := m.EventsSince(t, time.Time{})
-		for _, e := range framework.DeniedBy(events, m.WebhookName()) {
-			if e.User.Username == identity {
-				t.Errorf("the policy refused %s's own write: %s", bp.name, e)
-			}
-		}
-		for webhook := range bp.ownRefusals {
-			for _, e := range framework.DeniedBy(events, webhook) {
-				if e.User.Username == identity || e.User.Username == m.CAPIManager || e.User.Username == m.CABPK {
-					t.Errorf("%s's own webhook %s refused a controller's write: %s", bp.name, webhook, e)
-				}
-			}
-		}
+		bp.noControllerRefused(t, m, identity)
 	})
+}
+
+// storedAndAdopted applies configFile and the pool with the provider's defaulter (if it has
+// one) out of the way, waits for the pool to adopt the config, applies the template and puts
+// the defaulter back.
+func (bp bootstrapProvider) storedAndAdopted(t *testing.T, m *framework.ManagementCluster, configFile string, template framework.BootstrapTemplate) {
+	pool := bp.name
+	restore := func() {}
+	if bp.defaulted != nil {
+		restore = m.WithoutDefaulter(t, bp.resource, strings.TrimSuffix(bp.resource, "s")+"templates")
+	}
+	for _, file := range []string{configFile, m.Pools(t, bp.config.GroupVersion().String(), bp.config.Kind, pool)} {
+		if r := m.Person.Run(t, "apply", "-f", file); r.Err != nil {
+			t.Fatalf("kubectl apply -f %s: %v\n%s", file, r.Err, r.Stderr)
+		}
+	}
+	stored := m.WaitFor(t, bp.config, pool, 2*time.Minute, "adopted by its pool", func(u *unstructured.Unstructured) bool {
+		return framework.ControlledByPool(u, pool)
+	})
+	t.Logf("%s as stored before the defaulter:\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
+	m.ApplyTemplate(t, template)
+	restore()
+}
+
+// metadataOnlyUpdate: a person's label and annotation of the config are admitted without a
+// warning and are no edit; bp.defaulted checks what the provider's defaulter rewrote.
+func (bp bootstrapProvider) metadataOnlyUpdate(t *testing.T, m *framework.ManagementCluster, configFile string) {
+	pool := bp.name
+	since := time.Now()
+	m.LabelAsPerson(t, bp.config, pool, configFile, bp.name)
+	m.AdmittedWithoutWarning(t, "annotate", strings.ToLower(bp.config.Kind), pool, "-n", framework.Namespace, "fleet.example.com/owner=platform")
+	stored := m.Get(t, bp.config, pool)
+	t.Logf("%s after the person's label (the defaulter ran):\n%s", bp.config.Kind, framework.SpecYAML(t, stored))
+	if bp.defaulted != nil {
+		bp.defaulted(t, stored)
+	}
+	m.CheckNotAnEdit(t, since, bp.resource, pool)
+}
+
+// ownWritesAdmitted readies the pool's join (its infrastructure on CAPI's v1beta2 API, else
+// the control plane's status cpStatus), waits for the provider's bootstrap data, and checks
+// the provider's manager (identity) wrote the config, no write of it judged an edit.
+func (bp bootstrapProvider) ownWritesAdmitted(t *testing.T, m *framework.ManagementCluster, identity string, created time.Time, controlPlane schema.GroupVersionKind, cpStatus map[string]any) {
+	pool := bp.name
+	since := time.Now()
+	if bp.dataOnAdoption {
+		since = created
+	}
+	if bp.onCAPIv1beta2 {
+		m.ProvisionInfrastructure(t, pool)
+	} else {
+		m.MarkV1beta1Ready(t, controlPlane, cpStatus, pool)
+	}
+	m.WaitFor(t, bp.config, pool, 3*time.Minute, "given its bootstrap data by the provider", func(u *unstructured.Unstructured) bool {
+		ready, _, _ := unstructured.NestedBool(u.Object, "status", "ready")
+		secret, _, _ := unstructured.NestedString(u.Object, "status", "dataSecretName")
+		return ready && secret != ""
+	})
+	var own int
+	for _, e := range m.CheckNotAnEdit(t, since, bp.resource, pool) {
+		if e.User.Username == identity {
+			own++
+		}
+	}
+	if own == 0 {
+		t.Errorf("the audit log shows no write of %s by %s", pool, identity)
+	}
+}
+
+// realEditRefused: a person's apply of the manifest with bp.edit made is refused, naming
+// bp.editedPath and the pool (with ownRefusals, by the provider's webhook as well).
+func (bp bootstrapProvider) realEditRefused(t *testing.T, a *framework.Artifacts, m *framework.ManagementCluster, manifest, configFile string) {
+	pool := bp.name
+	edited := strings.Replace(manifest, bp.edit[0], bp.edit[1], 1)
+	framework.Must(t, os.WriteFile(a.Path("edited-"+configFile), []byte(edited), 0o644))
+	if bp.ownRefusals != nil {
+		bp.refusedByBoth(t, m, "edited-"+configFile, pool, bp.editedPath, fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool))
+		return
+	}
+	r := m.Person.Run(t, "apply", "-f", "edited-"+configFile)
+	for _, want := range []string{
+		fmt.Sprintf("admission webhook %q denied the request", m.WebhookName()),
+		bp.editedPath,
+		fmt.Sprintf("The config is in use by MachinePool %s/%s", framework.Namespace, pool),
+	} {
+		if r.Err == nil || !strings.Contains(r.Stderr, want) {
+			t.Errorf("want a refusal with %q: %v\n%s", want, r.Err, r.Stderr)
+		}
+	}
+}
+
+// noControllerRefused: over the whole run, no controller write was refused by the policy, the
+// provider's manager (identity) included, nor by the provider's own webhooks.
+func (bp bootstrapProvider) noControllerRefused(t *testing.T, m *framework.ManagementCluster, identity string) {
+	m.CheckControllersAdmitted(t, time.Time{})
+	events := m.EventsSince(t, time.Time{})
+	for _, e := range framework.DeniedBy(events, m.WebhookName()) {
+		if e.User.Username == identity {
+			t.Errorf("the policy refused %s's own write: %s", bp.name, e)
+		}
+	}
+	for webhook := range bp.ownRefusals {
+		for _, e := range framework.DeniedBy(events, webhook) {
+			if e.User.Username == identity || e.User.Username == m.CAPIManager || e.User.Username == m.CABPK {
+				t.Errorf("%s's own webhook %s refused a controller's write: %s", bp.name, webhook, e)
+			}
+		}
+	}
 }
 
 // refusedByBoth: a person's `kubectl apply -f file`, an edit that the provider's own webhook
