@@ -227,7 +227,18 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 		t.Fatalf("the pool's data Secret %s does not carry the class's %q", secretName, classContent)
 	}
 
-	// The new template, and the class pointed at it, applied from the person's checkout.
+	changed := c.classPointedAtNewTemplate(t)
+	c.classChangeConfigAndTemplate(t, before, changed)
+	c.classChangeDataSecret(t, secretName, secretBefore, changed)
+	c.classChangePoolUnchanged(t, before, secretName)
+	c.classChangeAudited(t, since, configName)
+	c.classChangeOldTemplateDeleted(t, since, oldTemplate)
+	c.checkAdmittedUnwarned(t, since)
+}
+
+// classPointedAtNewTemplate: the new template, and the class pointed at it, applied from the
+// person's checkout; the time the class changed.
+func (c *testCluster) classPointedAtNewTemplate(t *testing.T) (changed time.Time) {
 	current := string(framework.ReadFile(t, c.Artifacts.Path("quick-start-workers-a.yaml")))
 	next := strings.NewReplacer("name: quick-start-workers-a", "name: quick-start-workers-b", classContent, changedContent).Replace(current)
 	framework.Must(t, os.WriteFile(c.Artifacts.Path("quick-start-workers-b.yaml"), []byte(next), 0o644))
@@ -235,9 +246,14 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	framework.Must(t, os.WriteFile(c.Artifacts.Path("clusterclass.yaml"), []byte(strings.ReplaceAll(class, "name: quick-start-workers-a", "name: quick-start-workers-b")), 0o644))
 	c.AdmittedWithoutWarning(t, "apply", "-f", "quick-start-workers-b.yaml")
 	c.AdmittedWithoutWarning(t, "apply", "-f", "clusterclass.yaml")
-	changed := time.Now()
+	return time.Now()
+}
 
-	// The pool's config: the same object, patched.
+// classChangeConfigAndTemplate: after the class changed, the pool's config is the same object,
+// patched; the MachineDeployment's template is rotated, and a new MachineSet runs on it.
+func (c *testCluster) classChangeConfigAndTemplate(t *testing.T, before topologyObjects, changed time.Time) {
+	ns := framework.TopologyNamespace
+	configName, oldTemplate := before.config.GetName(), before.template.GetName()
 	config := c.WaitForIn(t, framework.KubeadmConfigGVK, ns, configName, 2*time.Minute, "patched with the new template's file", func(u *unstructured.Unstructured) bool {
 		return firstFile(u) == changedContent+"\n"
 	})
@@ -259,8 +275,12 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	}
 	set := c.waitMachineSetOn(t, deployment.GetName(), newTemplate)
 	t.Logf("MachineDeployment %s: template %s -> %s, MachineSet %s", deployment.GetName(), oldTemplate, newTemplate, set.GetName())
+}
 
-	// The data Secret: the same name, the new file once CABPK rotates the token.
+// classChangeDataSecret: the pool's data Secret keeps its name and object, and carries the new
+// file once CABPK rotates the token.
+func (c *testCluster) classChangeDataSecret(t *testing.T, secretName string, secretBefore *corev1.Secret, changed time.Time) {
+	ns := framework.TopologyNamespace
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Contains(string(c.secretIn(t, ns, secretName).Data["value"]), changedContent), nil
 	})
@@ -272,9 +292,13 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	if s := c.secretIn(t, ns, secretName); s.UID != secretBefore.UID {
 		t.Errorf("data Secret %s was re-created (uid %s -> %s)", secretName, secretBefore.UID, s.UID)
 	}
+}
 
-	// The pool: nothing changed in its spec, so nothing rolls out.
-	pool := c.GetIn(t, framework.MachinePoolGVK, ns, before.pool.GetName())
+// classChangePoolUnchanged: nothing changed in the pool's spec with the class, so nothing rolls
+// out: the same config and data Secret named.
+func (c *testCluster) classChangePoolUnchanged(t *testing.T, before topologyObjects, secretName string) {
+	configName := before.config.GetName()
+	pool := c.GetIn(t, framework.MachinePoolGVK, framework.TopologyNamespace, before.pool.GetName())
 	b, _, _ := unstructured.NestedFieldNoCopy(before.pool.Object, "spec")
 	a, _, _ := unstructured.NestedFieldNoCopy(pool.Object, "spec")
 	if !framework.JSONEqual(a, b) {
@@ -283,9 +307,11 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	if bootstrapRef(pool) != configName || dataSecretName(pool) != secretName {
 		t.Errorf("MachinePool %s names config %s and data Secret %s, want %s and %s as before", pool.GetName(), bootstrapRef(pool), dataSecretName(pool), configName, secretName)
 	}
+}
 
-	// The audit log: the topology controller's writes, each admitted; its patch of the config
-	// annotated with the path it changed; none of the pool.
+// classChangeAudited: in the audit log since, the topology controller's writes, each admitted;
+// its one patch of the config (configName) annotated with the path it changed; none of the pool.
+func (c *testCluster) classChangeAudited(t *testing.T, since time.Time, configName string) {
 	patched := 0
 	lines := c.topologyWrites(t, since, func(e framework.AuditEvent, note string) {
 		if e.DryRun() {
@@ -305,10 +331,13 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	if patched != 1 {
 		t.Errorf("the audit log shows %d patches of the topology controller to KubeadmConfig %s, want 1", patched, configName)
 	}
+}
 
-	// The rotated-out template copy, once no MachineSet uses it, is deleted by CAPI.
-	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
-		return !slices.Contains(c.namesIn(t, framework.KubeadmConfigTemplateGVK, ns), oldTemplate), nil
+// classChangeOldTemplateDeleted: the rotated-out template copy (oldTemplate), once no MachineSet
+// uses it, is deleted by CAPI, the DELETE admitted.
+func (c *testCluster) classChangeOldTemplateDeleted(t *testing.T, since time.Time, oldTemplate string) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		return !slices.Contains(c.namesIn(t, framework.KubeadmConfigTemplateGVK, framework.TopologyNamespace), oldTemplate), nil
 	})
 	if err != nil {
 		t.Errorf("KubeadmConfigTemplate %s, rotated out, is still there after a minute", oldTemplate)
@@ -326,7 +355,6 @@ func (c *testCluster) topologyClassChange(t *testing.T) {
 	if !deleted {
 		t.Errorf("the audit log shows no admitted DELETE of KubeadmConfigTemplate %s", oldTemplate)
 	}
-	c.checkAdmittedUnwarned(t, since)
 }
 
 // topologyPersonEdits: a person's kubectl edits of what the topology controller owns. The
