@@ -145,6 +145,24 @@ func (c *testCluster) rotateCommand(t *testing.T) {
 // message asserted, and nothing written (the person's writes counted in the audit log).
 func (c *testCluster) rotateRefusals(t *testing.T, current string) {
 	since := time.Now()
+	files := c.rotateRefusalFiles(t, current)
+
+	// A person who may read CAPI's kinds and patch pools, not create configs.
+	viewer := "rotate-viewer@example.com"
+	viewerConfig := c.rotateViewer(t, viewer)
+
+	before := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
+	c.rotateRefusalCases(t, current, files, viewerConfig)
+	c.rotateRefusalsWroteNothing(t, since, before, viewer, files.suggested)
+}
+
+// refusalFiles: the manifests rotateRefusals' cases give the command (artifact file names),
+// and the config name the command suggests for the edited one.
+type refusalFiles struct{ edited, stale, taken, suggested string }
+
+// rotateRefusalFiles writes the manifests from current's: an edit, a rotated-out config's, and
+// one of the suggested name with another spec, created.
+func (c *testCluster) rotateRefusalFiles(t *testing.T, current string) refusalFiles {
 	manifest := string(framework.ReadFile(t, c.Artifacts.Path(current+".yaml")))
 	edit := func(file, from, to string) string {
 		text := strings.Replace(manifest, from, to, 1)
@@ -168,9 +186,12 @@ func (c *testCluster) rotateRefusals(t *testing.T, current string) {
 	if r := c.Person.Run(t, "create", "-f", taken); r.Err != nil {
 		t.Fatalf("kubectl create -f %s: %v\n%s", taken, r.Err, r.Stderr)
 	}
+	return refusalFiles{edited: edited, stale: stale, taken: taken, suggested: m[1]}
+}
 
-	// A person who may read CAPI's kinds and patch pools, not create configs.
-	viewer := "rotate-viewer@example.com"
+// rotateViewer gives viewer a ClusterRole to read CAPI's kinds and patch pools, not create
+// configs; viewer's kubeconfig.
+func (c *testCluster) rotateViewer(t *testing.T, viewer string) (kubeconfig string) {
 	role := fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -195,9 +216,14 @@ subjects:
 	if r := c.Person.Run(t, "apply", "-f", "rotate-viewer.yaml"); r.Err != nil {
 		t.Fatalf("kubectl apply -f rotate-viewer.yaml: %v\n%s", r.Err, r.Stderr)
 	}
-	viewerConfig := c.CP.User(t, c.Artifacts, viewer)
+	return c.CP.User(t, c.Artifacts, viewer)
+}
 
-	before := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
+// rotateRefusalCases runs the command for each refusal, checking its exit code and message;
+// before the RBAC case (viewerConfig's) it deletes the taken config, so that create is the verb
+// asked.
+func (c *testCluster) rotateRefusalCases(t *testing.T, current string, f refusalFiles, viewerConfig string) {
+	edited, stale, taken := f.edited, f.stale, f.taken
 	cases := []struct {
 		name       string
 		kubeconfig string
@@ -212,7 +238,7 @@ subjects:
 		{"nothing changed (--edit, saved unchanged)", "", []string{"KUBE_EDITOR=true"}, []string{"machinepool/" + framework.PoolName, "--edit"},
 			1, fmt.Sprintf("nothing to rotate: the edited spec of KubeadmConfig %s/%s is the one it has", framework.Namespace, current)},
 		{"the suggested name taken", "", nil, []string{"machinepool/" + framework.PoolName, "-f", edited},
-			2, fmt.Sprintf("KubeadmConfig %s/%s already exists with another spec: nothing was changed", framework.Namespace, m[1])},
+			2, fmt.Sprintf("KubeadmConfig %s/%s already exists with another spec: nothing was changed", framework.Namespace, f.suggested)},
 		{"RBAC", viewerConfig, nil, []string{"machinepool/" + framework.PoolName, "-f", edited},
 			2, fmt.Sprintf("RBAC: you may not create kubeadmconfigs.bootstrap.cluster.x-k8s.io in namespace %s; nothing was changed", framework.Namespace)},
 	}
@@ -232,9 +258,12 @@ subjects:
 			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, r.code, r.stderr, tc.code, tc.message)
 		}
 	}
+}
 
-	// Nothing was written by the command: the pool names the same config, and the person's
-	// writes to CAPI's kinds are the test's own (the taken name).
+// rotateRefusalsWroteNothing: nothing was written by the command: the pool names the same
+// config as before, and the person's (and viewer's) writes to CAPI's kinds since are the
+// test's own (the suggested name, taken and freed).
+func (c *testCluster) rotateRefusalsWroteNothing(t *testing.T, since time.Time, before *unstructured.Unstructured, viewer, suggested string) {
 	after := c.Get(t, framework.MachinePoolGVK, framework.PoolName)
 	a, _, _ := unstructured.NestedString(after.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
 	b, _, _ := unstructured.NestedString(before.Object, "spec", "template", "spec", "bootstrap", "configRef", "name")
@@ -248,8 +277,8 @@ subjects:
 		}
 	}
 	want := []string{
-		"create kubeadmconfigs " + m[1],
-		"delete kubeadmconfigs " + m[1],
+		"create kubeadmconfigs " + suggested,
+		"delete kubeadmconfigs " + suggested,
 	}
 	if strings.Join(writes, "\n") != strings.Join(want, "\n") {
 		t.Errorf("writes to CAPI's kinds during the refused rotations:\n%s\nwant only the test's own:\n%s", strings.Join(writes, "\n"), strings.Join(want, "\n"))
