@@ -88,120 +88,163 @@ pub fn judge(
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     match request.operation {
-        Operation::Create => {
-            findings.extend(check_config_status(settings, status(request.object)));
-            // A config created with its pool's ownerReference is one moved or restored, not a
-            // new one under a consumed name (rule 7).
-            if !is_moved_or_restored(request.object) {
-                let answer = list_pools(settings, request, lookups, &mut findings);
-                if let Some(pools) = pools_in(answer.as_deref(), &mut findings) {
-                    let consumers = consuming_data_secret(&pools, &subject.name);
-                    findings.extend(check_recreate(subject, &consumers));
-                }
-            }
-        }
-        Operation::Update => {
-            let (old_spec, new_spec) = (spec(request.old_object), spec(request.object));
-            let owners = machine_pool_controllers(request.old_object);
-            // Without lookups only a config a MachinePool controls can be in use.
-            if lookups.is_some() || !owners.is_empty() {
-                // The kind's non-compared fields and the compared changes, once per request
-                // (parsing the rules is a visible share of the token rotation CAPI writes
-                // every ~7.5 minutes).
-                // A version's zeros and the fields storage drops count as no change (rule 2,
-                // crate::capi::conversion).
-                let (rules, dropped) = in_place_edit::with_conversion(
-                    settings.field_rules(&subject.group_kind.kind),
-                    &subject.group_kind,
-                    request.version,
-                    request.old_object,
-                );
-                findings.extend(in_place_edit::check_dropped(
-                    subject,
-                    &dropped,
-                    request.old_object,
-                    new_spec,
-                ));
-                // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
-                let changes = if lookups.is_some() || settings.in_place_edits != Action::Allow {
-                    in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
-                } else {
-                    Vec::new()
-                };
-                let removed = removed_controllers(&owners, request.object);
-                let answer = if changes.is_empty() && removed.is_empty() {
-                    None
-                } else {
-                    list_pools(settings, request, lookups, &mut findings)
-                };
-                let pools = pools_in(answer.as_deref(), &mut findings);
-                // In use: referenced by a pool (lookups), else controlled by one.
-                let in_use = match &pools {
-                    Some(pools) => referencing_pools(pools, subject, false),
-                    None => owners.clone(),
-                };
-                // With lookups, what each pool's infrastructure does with the change.
-                let infrastructure: Option<Vec<GroupKind>> = pools.as_ref().map(|pools| {
-                    referencing(
-                        pools,
-                        &subject.group_kind,
-                        &subject.namespace,
-                        &subject.name,
-                    )
-                    .into_iter()
-                    .map(|(_, pool)| pool.infrastructure())
-                    .collect()
-                });
-                if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
-                    findings.extend(in_place_edit::check_rotated_out(subject, &changes));
-                }
-                if !in_use.is_empty() {
-                    findings.extend(check_removal(
-                        settings,
-                        &request.requester,
-                        request.namespace,
-                        &removed,
-                        || rotation_remediation(subject, &in_use, new_spec, &rules),
-                    ));
-                    // The topology controller's in-place patches (cluster-api #10496) and
-                    // every other controllerUsers write are judged too, and then allowed with
-                    // the changed paths in the audit log (rule 3, controller_writes::by_controller).
-                    findings.extend(in_place_edit::check(
-                        settings,
-                        subject,
-                        &in_use,
-                        &rules,
-                        &changes,
-                        new_spec,
-                        is_topology_owned(request.old_object),
-                        infrastructure.as_deref(),
-                    ));
-                }
-            }
-            if status(request.object) != status(request.old_object) {
-                findings.extend(check_config_status(settings, status(request.object)));
-            }
-        }
-        Operation::Delete => {
-            let answer = list_pools(settings, request, lookups, &mut findings);
-            match pools_in(answer.as_deref(), &mut findings) {
-                Some(pools) => findings.extend(check_delete(
-                    settings,
-                    subject,
-                    &referencing_pools(&pools, subject, true),
-                )),
-                // Without an answer only the ownerReference tells, in use and rotated out alike.
-                None => findings.extend(check_owned_delete(
-                    settings,
-                    &request.requester,
-                    subject,
-                    &config_owners(request.old_object),
-                )),
-            }
-        }
+        Operation::Create => judge_create(settings, request, subject, lookups, &mut findings),
+        Operation::Update => judge_update(settings, request, subject, lookups, &mut findings),
+        Operation::Delete => judge_delete(settings, request, subject, lookups, &mut findings),
         Operation::Connect => {}
     }
     findings
+}
+
+/// A CREATE: the status contract, and (with lookups) a name whose data secret a pool consumed.
+fn judge_create(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+    findings: &mut Vec<Finding>,
+) {
+    findings.extend(check_config_status(settings, status(request.object)));
+    // A config created with its pool's ownerReference is one moved or restored, not a
+    // new one under a consumed name (rule 7).
+    if !is_moved_or_restored(request.object) {
+        let answer = list_pools(settings, request, lookups, findings);
+        if let Some(pools) = pools_in(answer.as_deref(), findings) {
+            let consumers = consuming_data_secret(&pools, &subject.name);
+            findings.extend(check_recreate(subject, &consumers));
+        }
+    }
+}
+
+/// An UPDATE: the spec and ownerReference changes of a config that can be in use, then a
+/// changed status's contract.
+fn judge_update(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+    findings: &mut Vec<Finding>,
+) {
+    let owners = machine_pool_controllers(request.old_object);
+    // Without lookups only a config a MachinePool controls can be in use.
+    if lookups.is_some() || !owners.is_empty() {
+        judge_edit(settings, request, subject, lookups, &owners, findings);
+    }
+    if status(request.object) != status(request.old_object) {
+        findings.extend(check_config_status(settings, status(request.object)));
+    }
+}
+
+/// An UPDATE's edit of a config that can be in use (`owners`: the pools that control it): the
+/// fields storage drops, a rotated-out config's edit, and, in use, the ownerReference removal
+/// and the in-place edit.
+fn judge_edit(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+    owners: &[Owner],
+    findings: &mut Vec<Finding>,
+) {
+    let (old_spec, new_spec) = (spec(request.old_object), spec(request.object));
+    // The kind's non-compared fields and the compared changes, once per request
+    // (parsing the rules is a visible share of the token rotation CAPI writes
+    // every ~7.5 minutes).
+    // A version's zeros and the fields storage drops count as no change (rule 2,
+    // crate::capi::conversion).
+    let (rules, dropped) = in_place_edit::with_conversion(
+        settings.field_rules(&subject.group_kind.kind),
+        &subject.group_kind,
+        request.version,
+        request.old_object,
+    );
+    findings.extend(in_place_edit::check_dropped(
+        subject,
+        &dropped,
+        request.old_object,
+        new_spec,
+    ));
+    // With inPlaceEdits: allow and no lookups nothing reads them: no diff.
+    let changes = if lookups.is_some() || settings.in_place_edits != Action::Allow {
+        in_place_edit::compared_changes(subject, &rules, old_spec, new_spec)
+    } else {
+        Vec::new()
+    };
+    let removed = removed_controllers(owners, request.object);
+    let answer = if changes.is_empty() && removed.is_empty() {
+        None
+    } else {
+        list_pools(settings, request, lookups, findings)
+    };
+    let pools = pools_in(answer.as_deref(), findings);
+    // In use: referenced by a pool (lookups), else controlled by one.
+    let in_use = match &pools {
+        Some(pools) => referencing_pools(pools, subject, false),
+        None => owners.to_vec(),
+    };
+    // With lookups, what each pool's infrastructure does with the change.
+    let infrastructure: Option<Vec<GroupKind>> = pools.as_ref().map(|pools| {
+        referencing(
+            pools,
+            &subject.group_kind,
+            &subject.namespace,
+            &subject.name,
+        )
+        .into_iter()
+        .map(|(_, pool)| pool.infrastructure())
+        .collect()
+    });
+    if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
+        findings.extend(in_place_edit::check_rotated_out(subject, &changes));
+    }
+    if !in_use.is_empty() {
+        findings.extend(check_removal(
+            settings,
+            &request.requester,
+            request.namespace,
+            &removed,
+            || rotation_remediation(subject, &in_use, new_spec, &rules),
+        ));
+        // The topology controller's in-place patches (cluster-api #10496) and
+        // every other controllerUsers write are judged too, and then allowed with
+        // the changed paths in the audit log (rule 3, controller_writes::by_controller).
+        findings.extend(in_place_edit::check(
+            settings,
+            subject,
+            &in_use,
+            &rules,
+            &changes,
+            new_spec,
+            is_topology_owned(request.old_object),
+            infrastructure.as_deref(),
+        ));
+    }
+}
+
+/// A DELETE: with the pool list, a config a live pool references; without it, what the
+/// config's ownerReferences tell.
+fn judge_delete(
+    settings: &Settings,
+    request: &Request,
+    subject: &Subject,
+    lookups: Option<&dyn Lookups>,
+    findings: &mut Vec<Finding>,
+) {
+    let answer = list_pools(settings, request, lookups, findings);
+    match pools_in(answer.as_deref(), findings) {
+        Some(pools) => findings.extend(check_delete(
+            settings,
+            subject,
+            &referencing_pools(&pools, subject, true),
+        )),
+        // Without an answer only the ownerReference tells, in use and rotated out alike.
+        None => findings.extend(check_owned_delete(
+            settings,
+            &request.requester,
+            subject,
+            &config_owners(request.old_object),
+        )),
+    }
 }
 
 fn spec<'o, 'a>(object: Option<&'o Object<'a>>) -> Option<&'o Node<'a>> {
