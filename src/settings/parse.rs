@@ -58,69 +58,10 @@ impl Settings {
                 ));
             }
         }
-        if let Some(v) = value.get("inPlaceEdits") {
-            match action(v, "inPlaceEdits", &["reject", "warn", "allow"]) {
-                Ok(a) => settings.in_place_edits = a,
-                Err(e) => errors.push(e),
-            }
-        }
-        if let Some(v) = value.get("templateEdits") {
-            match action(v, "templateEdits", &["reject", "warn", "allow"]) {
-                Ok(a) => settings.template_edits = a,
-                Err(e) => errors.push(e),
-            }
-        }
-        if let Some(v) = value.get("contractViolations") {
-            match action(v, "contractViolations", &["reject", "warn", "ignore"]) {
-                Ok(a) => settings.contract_violations = a,
-                Err(e) => errors.push(e),
-            }
-        }
-        if let Some(v) = value.get("deleteOwnedConfigs") {
-            match action(v, "deleteOwnedConfigs", &["reject", "warn", "allow"]) {
-                Ok(a) => settings.delete_owned_configs = a,
-                Err(e) => errors.push(e),
-            }
-        }
-        for (key, slot) in [
-            ("exemptUsers", &mut settings.exempt_users),
-            ("exemptGroups", &mut settings.exempt_groups),
-            ("controllerUsers", &mut settings.controller_users),
-        ] {
-            if let Some(v) = value.get(key) {
-                match string_list(v, key) {
-                    Ok(list) => *slot = list,
-                    Err(e) => errors.extend(e),
-                }
-            }
-        }
-        if let Some(v) = value.get("bootstrapConfigKinds") {
-            match kinds(v) {
-                Ok((list, versions)) => {
-                    settings.bootstrap_config_kinds = list;
-                    settings.kind_versions = versions;
-                }
-                Err(e) => errors.extend(e),
-            }
-        }
-        match value.get("contextAware") {
-            None => {}
-            Some(Node::Bool(b)) => settings.context_aware = *b,
-            Some(other) => errors.push(format!(
-                "contextAware: must be true or false, got {}",
-                node_type_name(other)
-            )),
-        }
-        match value
-            .get("capiVersion")
-            .map(|v| v.as_str().map(Str::to_str))
-        {
-            None => {}
-            Some(Some(v)) if v == "v1beta1" || v == "v1beta2" => {
-                settings.capi_version = Cow::Owned(v.into_owned())
-            }
-            Some(_) => errors.push("capiVersion: must be \"v1beta1\" or \"v1beta2\"".to_string()),
-        }
+        read_actions(value, &mut settings, &mut errors);
+        read_identities_and_kinds(value, &mut settings, &mut errors);
+        read_lookups(value, &mut settings, &mut errors);
+        // After bootstrapConfigKinds: the paths' kinds are checked against it.
         for (key, slot) in [
             ("ignoredPaths", &mut settings.ignored_paths),
             ("fillOncePaths", &mut settings.fill_once_paths),
@@ -140,6 +81,81 @@ impl Settings {
         } else {
             Err(errors.join("; "))
         }
+    }
+}
+
+/// The four actions: inPlaceEdits, templateEdits, contractViolations, deleteOwnedConfigs.
+fn read_actions(value: &Node, settings: &mut Settings, errors: &mut Vec<String>) {
+    if let Some(v) = value.get("inPlaceEdits") {
+        match action(v, "inPlaceEdits", &["reject", "warn", "allow"]) {
+            Ok(a) => settings.in_place_edits = a,
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(v) = value.get("templateEdits") {
+        match action(v, "templateEdits", &["reject", "warn", "allow"]) {
+            Ok(a) => settings.template_edits = a,
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(v) = value.get("contractViolations") {
+        match action(v, "contractViolations", &["reject", "warn", "ignore"]) {
+            Ok(a) => settings.contract_violations = a,
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(v) = value.get("deleteOwnedConfigs") {
+        match action(v, "deleteOwnedConfigs", &["reject", "warn", "allow"]) {
+            Ok(a) => settings.delete_owned_configs = a,
+            Err(e) => errors.push(e),
+        }
+    }
+}
+
+/// The identity lists (exemptUsers, exemptGroups, controllerUsers) and bootstrapConfigKinds.
+fn read_identities_and_kinds(value: &Node, settings: &mut Settings, errors: &mut Vec<String>) {
+    for (key, slot) in [
+        ("exemptUsers", &mut settings.exempt_users),
+        ("exemptGroups", &mut settings.exempt_groups),
+        ("controllerUsers", &mut settings.controller_users),
+    ] {
+        if let Some(v) = value.get(key) {
+            match string_list(v, key) {
+                Ok(list) => *slot = list,
+                Err(e) => errors.extend(e),
+            }
+        }
+    }
+    if let Some(v) = value.get("bootstrapConfigKinds") {
+        match kinds(v) {
+            Ok((list, versions)) => {
+                settings.bootstrap_config_kinds = list;
+                settings.kind_versions = versions;
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+}
+
+/// contextAware and capiVersion.
+fn read_lookups(value: &Node, settings: &mut Settings, errors: &mut Vec<String>) {
+    match value.get("contextAware") {
+        None => {}
+        Some(Node::Bool(b)) => settings.context_aware = *b,
+        Some(other) => errors.push(format!(
+            "contextAware: must be true or false, got {}",
+            node_type_name(other)
+        )),
+    }
+    match value
+        .get("capiVersion")
+        .map(|v| v.as_str().map(Str::to_str))
+    {
+        None => {}
+        Some(Some(v)) if v == "v1beta1" || v == "v1beta2" => {
+            settings.capi_version = Cow::Owned(v.into_owned())
+        }
+        Some(_) => errors.push("capiVersion: must be \"v1beta1\" or \"v1beta2\"".to_string()),
     }
 }
 
