@@ -10,6 +10,7 @@ use crate::capi::kinds::{is_machine_pool, GroupKind};
 use crate::capi::owners::machine_pool_controllers;
 use crate::lookups::{self, Lookups};
 use crate::reader::node::Node;
+use crate::reader::object::Object;
 use crate::reader::request::Request;
 use crate::rules::contract::check_config_status;
 use crate::settings::{Action, Settings};
@@ -99,37 +100,12 @@ pub fn check_target(
         Err(e) => return vec![Finding::lookup_failed(&target.kind, &e)],
     };
     let mut findings = Vec::new();
-    let pool_uid = request.object.and_then(|o| o.uid.as_deref()).unwrap_or("");
-    let others: Vec<String> = machine_pool_controllers(Some(&new_config))
-        .into_iter()
-        .filter(|o| {
-            if o.uid.is_empty() || pool_uid.is_empty() {
-                o.name != request.name
-            } else {
-                o.uid != pool_uid
-            }
-        })
-        .map(|o| format!("MachinePool {}/{}", request.namespace, o.name))
-        .collect();
-    if !others.is_empty() {
-        findings.push(Finding {
-            action: Action::Reject,
-            violations: vec![Violation::new(
-                format!("{CONFIG_REF}.name"),
-                format!(
-                    "Forbidden: {named} is controlled by {}",
-                    others.join(" and ")
-                ),
-            )],
-            explanation: format!(
-                "CAPI cannot adopt a config another MachinePool controls, so this pool would stop \
-                 reconciling. Create a new {} for MachinePool {}/{} and point configRef at it",
-                target.kind, request.namespace, request.name
-            ),
-            warning: String::new(),
-            suggested_name: None,
-        });
-    }
+    findings.extend(check_controlled_by_another(
+        request,
+        target,
+        &named,
+        &new_config,
+    ));
     if let Some(old_id) = old_ref.map(RefIdentity::of) {
         if old_id.group == target.group && old_id.kind == target.kind && !old_id.name.is_empty() {
             let old_config = lookups::config(
@@ -144,29 +120,97 @@ pub fn check_target(
                 .ok()
                 .map(|answer| lookups::config_in(answer, &target.kind))
             {
-                let rules = settings.field_rules(&target.kind);
-                // The canonical specs themselves, not their fingerprints: exact.
-                if canonical_form("spec", old_config.spec.as_ref(), &rules)
-                    == canonical_form("spec", new_config.spec.as_ref(), &rules)
-                {
-                    findings.push(Finding::warning(format!(
-                        "{} has the same content as {}: a rotation for nothing",
-                        new_id.name, old_id.name
-                    )));
-                }
+                findings.extend(check_same_content(
+                    settings,
+                    target,
+                    (&old_id, &old_config),
+                    (new_id, &new_config),
+                ));
             }
         }
     }
-    if let Some(mut flag) = check_config_status(settings, new_config.status.as_ref()) {
-        flag.warning = format!(
-            "configRef target {short} is ready without status.dataSecretName (bootstrap contract)"
-        );
-        for v in &mut flag.violations {
-            v.detail = format!("{} (of {named})", v.detail);
-        }
-        findings.push(flag);
-    }
+    findings.extend(check_target_status(settings, &new_config, &short, &named));
     findings
+}
+
+/// The new target (`named`, as messages name it) controlled by another MachinePool than the
+/// request's: refused, the pool could not adopt it.
+fn check_controlled_by_another(
+    request: &Request,
+    target: &GroupKind,
+    named: &str,
+    new_config: &Object,
+) -> Option<Finding> {
+    let pool_uid = request.object.and_then(|o| o.uid.as_deref()).unwrap_or("");
+    let others: Vec<String> = machine_pool_controllers(Some(new_config))
+        .into_iter()
+        .filter(|o| {
+            if o.uid.is_empty() || pool_uid.is_empty() {
+                o.name != request.name
+            } else {
+                o.uid != pool_uid
+            }
+        })
+        .map(|o| format!("MachinePool {}/{}", request.namespace, o.name))
+        .collect();
+    if others.is_empty() {
+        return None;
+    }
+    Some(Finding {
+        action: Action::Reject,
+        violations: vec![Violation::new(
+            format!("{CONFIG_REF}.name"),
+            format!(
+                "Forbidden: {named} is controlled by {}",
+                others.join(" and ")
+            ),
+        )],
+        explanation: format!(
+            "CAPI cannot adopt a config another MachinePool controls, so this pool would stop \
+             reconciling. Create a new {} for MachinePool {}/{} and point configRef at it",
+            target.kind, request.namespace, request.name
+        ),
+        warning: String::new(),
+        suggested_name: None,
+    })
+}
+
+/// The new target's spec the same as the old target's (each a ref and the config it names):
+/// a warning, the rotation changes nothing.
+fn check_same_content(
+    settings: &Settings,
+    target: &GroupKind,
+    (old_id, old_config): (&RefIdentity, &Object),
+    (new_id, new_config): (&RefIdentity, &Object),
+) -> Option<Finding> {
+    let rules = settings.field_rules(&target.kind);
+    // The canonical specs themselves, not their fingerprints: exact.
+    (canonical_form("spec", old_config.spec.as_ref(), &rules)
+        == canonical_form("spec", new_config.spec.as_ref(), &rules))
+    .then(|| {
+        Finding::warning(format!(
+            "{} has the same content as {}: a rotation for nothing",
+            new_id.name, old_id.name
+        ))
+    })
+}
+
+/// The new target's status against the bootstrap contract (`short` and `named`: the target as
+/// the warning and the violations name it).
+fn check_target_status(
+    settings: &Settings,
+    new_config: &Object,
+    short: &str,
+    named: &str,
+) -> Option<Finding> {
+    let mut flag = check_config_status(settings, new_config.status.as_ref())?;
+    flag.warning = format!(
+        "configRef target {short} is ready without status.dataSecretName (bootstrap contract)"
+    );
+    for v in &mut flag.violations {
+        v.detail = format!("{} (of {named})", v.detail);
+    }
+    Some(flag)
 }
 
 #[cfg(test)]
