@@ -112,14 +112,27 @@ mod tests {
 
     const GROUP: &str = "bootstrap.cluster.x-k8s.io";
 
+    /// A kind's paths of one class, sorted and deduplicated.
+    type Paths = std::collections::BTreeSet<String>;
+    /// (kind, version) -> (zero-is-absent, dropped).
+    type Facts = BTreeMap<(String, String), (Paths, Paths)>;
+
     /// The table's source as storage-facts.txt says it must be.
     fn table_from_facts() -> String {
+        let versions = read_facts();
+        // Each path list written as a constant, with its name; a list two versions (a config's
+        // and its template's) share is written once.
+        let mut lists: Vec<(Vec<String>, String)> = Vec::new();
+        let entries = table_entries(&versions, &mut lists);
+        table_source(&entries, &lists)
+    }
+
+    /// The facts of cluster-test/testdata/storage-facts.txt, each line checked.
+    fn read_facts() -> Facts {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let facts = std::fs::read_to_string(root.join("cluster-test/testdata/storage-facts.txt"))
             .expect("cluster-test/testdata/storage-facts.txt");
-        // (kind, version) -> (zero-is-absent, dropped), sorted and deduplicated.
-        type Paths = std::collections::BTreeSet<String>;
-        let mut versions: BTreeMap<(String, String), (Paths, Paths)> = BTreeMap::new();
+        let mut versions = Facts::new();
         for (n, line) in facts.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -145,22 +158,41 @@ mod tests {
                 other => panic!("storage-facts.txt:{}: unknown class {other}", n + 1),
             };
         }
-        // The paths below each kind's spec; a list two versions (a config's and its
-        // template's) share is written once.
-        let relative = |kind: &str, paths: &Paths| -> Vec<String> {
-            let root = spec_root(kind);
-            paths
-                .iter()
-                .map(|p| {
-                    p.strip_prefix(root)
-                        .unwrap_or_else(|| {
-                            panic!("storage-facts.txt: {kind} {p}: not below {root}")
-                        })
-                        .to_string()
-                })
-                .collect()
-        };
-        let mut lists: Vec<(Vec<String>, String)> = Vec::new();
+        versions
+    }
+
+    /// The paths below the kind's spec.
+    fn relative(kind: &str, paths: &Paths) -> Vec<String> {
+        let root = spec_root(kind);
+        paths
+            .iter()
+            .map(|p| {
+                p.strip_prefix(root)
+                    .unwrap_or_else(|| panic!("storage-facts.txt: {kind} {p}: not below {root}"))
+                    .to_string()
+            })
+            .collect()
+    }
+
+    /// The name of a version's list of a class: `KUBEADM_CONFIG_V1BETA1_DROPPED`.
+    fn constant(kind: &str, version: &str, class: &str) -> String {
+        let mut name = String::new();
+        let mut previous = ' ';
+        for c in kind.chars() {
+            if c.is_ascii_uppercase()
+                && (previous.is_ascii_lowercase() || previous.is_ascii_digit())
+            {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+            previous = c;
+        }
+        format!("{name}_{}_{class}", version.to_ascii_uppercase())
+    }
+
+    /// The `SERVED_VERSIONS` entries, one a version; each non-empty path list is added to
+    /// `lists` (once) and named by its constant.
+    fn table_entries(versions: &Facts, lists: &mut Vec<(Vec<String>, String)>) -> String {
         let mut name_of = |paths: Vec<String>, name: String| -> String {
             if paths.is_empty() {
                 return "&[]".to_string();
@@ -172,38 +204,32 @@ mod tests {
             name
         };
         let mut entries = String::new();
-        for ((kind, version), (zero, dropped)) in &versions {
-            let constant = |class: &str| {
-                let mut name = String::new();
-                let mut previous = ' ';
-                for c in kind.chars() {
-                    if c.is_ascii_uppercase()
-                        && (previous.is_ascii_lowercase() || previous.is_ascii_digit())
-                    {
-                        name.push('_');
-                    }
-                    name.push(c.to_ascii_uppercase());
-                    previous = c;
-                }
-                format!("{name}_{}_{class}", version.to_ascii_uppercase())
-            };
-            let zero = name_of(relative(kind, zero), constant("ZERO_IS_ABSENT"));
-            let dropped = name_of(relative(kind, dropped), constant("DROPPED"));
+        for ((kind, version), (zero, dropped)) in versions {
+            let zero = name_of(
+                relative(kind, zero),
+                constant(kind, version, "ZERO_IS_ABSENT"),
+            );
+            let dropped = name_of(relative(kind, dropped), constant(kind, version, "DROPPED"));
             writeln!(
                 entries,
                 "    ServedVersion {{\n        kind: {kind:?},\n        version: {version:?},\n        zero_is_absent: {zero},\n        dropped: {dropped},\n    }},"
             )
             .unwrap();
         }
+        entries
+    }
+
+    /// table.rs: its header, the entries, and the path lists' constants.
+    fn table_source(entries: &str, lists: &[(Vec<String>, String)]) -> String {
         let mut out = String::from(
             "//! Generated from cluster-test/testdata/storage-facts.txt by the test\n\
              //! `conversion::tests::the_table_is_the_storage_facts`; do not edit by hand.\n\n\
              use super::ServedVersion;\n\n\
              pub const SERVED_VERSIONS: &[ServedVersion] = &[\n",
         );
-        out.push_str(&entries);
+        out.push_str(entries);
         out.push_str("];\n");
-        for (paths, name) in &lists {
+        for (paths, name) in lists {
             // As rustfmt writes it: on one line when the list is short.
             let items: Vec<String> = paths.iter().map(|p| format!("{p:?}")).collect();
             let line = format!("const {name}: &[&str] = &[{}];", items.join(", "));
