@@ -92,187 +92,259 @@ fn listed_in(text: &str, kind: &str) -> bool {
     text.split(',').any(|k| k.trim() == kind)
 }
 
+/// The files that list the providers, each read once.
+struct Listings {
+    metadata: Value,
+    policy: Value,
+    artifacthub_text: String,
+    artifacthub: Value,
+    /// artifacthub-pkg.yml's `kubewarden/contextAwareResources`, a YAML string of its own.
+    hub_resources: Value,
+    questions: String,
+    compared: String,
+    settings_doc: String,
+    readme: String,
+    context_aware_doc: String,
+}
+
+impl Listings {
+    fn read(read: &dyn Fn(&str) -> String) -> Listings {
+        let metadata = yaml(&read("metadata.yml"), "metadata.yml");
+        let policy = yaml(&read("policy.yaml"), "policy.yaml");
+        let artifacthub_text = read("artifacthub-pkg.yml");
+        let artifacthub = yaml(&artifacthub_text, "artifacthub-pkg.yml");
+        let hub_resources = yaml(
+            artifacthub["annotations"]["kubewarden/contextAwareResources"]
+                .as_str()
+                .unwrap_or("[]"),
+            "artifacthub-pkg.yml kubewarden/contextAwareResources",
+        );
+        Listings {
+            metadata,
+            policy,
+            artifacthub_text,
+            artifacthub,
+            hub_resources,
+            questions: read("questions-ui.yml"),
+            compared: read("docs/compared-fields.md"),
+            settings_doc: read("docs/settings.md"),
+            readme: read("README.md"),
+            context_aware_doc: read("docs/context-aware.md"),
+        }
+    }
+}
+
 /// What every file that lists the providers says of `providers`, each file read by `text`.
 fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
-    let read = text;
+    let files = Listings::read(text);
     let mut problems = Problems(Vec::new());
-    let metadata = yaml(&read("metadata.yml"), "metadata.yml");
-    let policy = yaml(&read("policy.yaml"), "policy.yaml");
-    let artifacthub_text = read("artifacthub-pkg.yml");
-    let artifacthub = yaml(&artifacthub_text, "artifacthub-pkg.yml");
-    let hub_resources = yaml(
-        artifacthub["annotations"]["kubewarden/contextAwareResources"]
-            .as_str()
-            .unwrap_or("[]"),
-        "artifacthub-pkg.yml kubewarden/contextAwareResources",
-    );
-    let questions = read("questions-ui.yml");
-    let compared = read("docs/compared-fields.md");
-    let settings_doc = read("docs/settings.md");
-    let readme = read("README.md");
-    let context_aware_doc = read("docs/context-aware.md");
     let controllers = generate::controller_users(providers);
     for p in providers {
-        problems.check(
-            p,
-            "metadata.yml",
-            lists_context_aware(&metadata["contextAwareResources"], p),
-            format!(
-                "contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
+        check_metadata_and_policy(&mut problems, &files, p);
+        check_artifacthub_and_questions(&mut problems, &files, p);
+        check_docs(&mut problems, &files, p);
+    }
+    // And the other way: nothing listed that no record stands for.
+    unrecorded_in_manifests(&mut problems, &files, providers, &controllers);
+    unrecorded_in_settings_doc(&mut problems, &files, providers);
+    // The README counts the providers' controllers in its settings table.
+    let count = controllers.len() - 1;
+    if !files
+        .readme
+        .contains(&format!("the {count} default providers' controllers"))
+    {
+        problems.push(
+            "README.md",
+            format!("README.md: does not say \"the {count} default providers' controllers\""),
         );
-        problems.check(
-            p,
-            "metadata.yml",
-            rules_cover(&metadata["rules"], p),
-            "no rule names its config and template resources",
-        );
-        problems.check(
-            p,
-            "metadata.yml",
-            listed_in(
-                metadata["annotations"]["io.artifacthub.resources"]
-                    .as_str()
-                    .unwrap_or(""),
-                p.config_kind,
-            ),
-            "io.artifacthub.resources lacks the kind",
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            lists_context_aware(&policy["spec"]["contextAwareResources"], p),
-            format!(
-                "contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            rules_cover(&policy["spec"]["rules"], p),
-            "no rule names its config and template resources",
-        );
-        problems.check(
-            p,
-            "policy.yaml",
-            policy["spec"]["settings"]["controllerUsers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|u| u == p.controller),
-            format!("controllerUsers lacks {}", p.controller),
-        );
-        problems.check(
-            p,
-            "artifacthub-pkg.yml",
-            lists_context_aware(&hub_resources, p),
-            format!(
-                "kubewarden/contextAwareResources lacks {} {}",
-                lookup_api_version(p),
-                p.config_kind
-            ),
-        );
-        problems.check(
-            p,
-            "artifacthub-pkg.yml",
-            listed_in(
-                artifacthub["annotations"]["kubewarden/resources"]
-                    .as_str()
-                    .unwrap_or(""),
-                p.config_kind,
-            ),
-            "kubewarden/resources lacks the kind",
-        );
-        for file_text in [
-            ("questions-ui.yml", questions.as_str()),
-            ("artifacthub-pkg.yml", artifacthub_text.as_str()),
-        ] {
-            for setting in ["ignoredPaths", "fillOncePaths"] {
-                problems.check(
-                    p,
-                    file_text.0,
-                    file_text
-                        .1
-                        .contains(&format!("variable: {setting}.{}\n", p.config_kind)),
-                    format!("no question {setting}.{}", p.config_kind),
-                );
-            }
-        }
-        // docs/compared-fields.md: the controller's row names the kind and the identity; the
-        // not-compared table has a row for every kind with built-in fields.
-        let row = compared.lines().find(|l| {
-            l.starts_with('|')
-                && l.contains(&format!("`{}`", p.controller))
-                && l.contains(p.config_kind)
-        });
-        problems.check(
-            p,
-            "docs/compared-fields.md",
-            row.is_some(),
-            format!(
-                "no row of \"What CAPI itself writes\" names {} and `{}`",
-                p.config_kind, p.controller
-            ),
-        );
-        if !p.machine_only.is_empty() || !p.fill_once.is_empty() {
+    }
+    problems
+}
+
+/// metadata.yml and policy.yaml list the record's kind, its resources and (policy.yaml) its
+/// controller.
+fn check_metadata_and_policy(problems: &mut Problems, files: &Listings, p: &Provider) {
+    let (metadata, policy) = (&files.metadata, &files.policy);
+    problems.check(
+        p,
+        "metadata.yml",
+        lists_context_aware(&metadata["contextAwareResources"], p),
+        format!(
+            "contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
+    );
+    problems.check(
+        p,
+        "metadata.yml",
+        rules_cover(&metadata["rules"], p),
+        "no rule names its config and template resources",
+    );
+    problems.check(
+        p,
+        "metadata.yml",
+        listed_in(
+            metadata["annotations"]["io.artifacthub.resources"]
+                .as_str()
+                .unwrap_or(""),
+            p.config_kind,
+        ),
+        "io.artifacthub.resources lacks the kind",
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        lists_context_aware(&policy["spec"]["contextAwareResources"], p),
+        format!(
+            "contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        rules_cover(&policy["spec"]["rules"], p),
+        "no rule names its config and template resources",
+    );
+    problems.check(
+        p,
+        "policy.yaml",
+        policy["spec"]["settings"]["controllerUsers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|u| u == p.controller),
+        format!("controllerUsers lacks {}", p.controller),
+    );
+}
+
+/// artifacthub-pkg.yml lists the record's kind; it and questions-ui.yml ask for the kind's
+/// ignoredPaths and fillOncePaths.
+fn check_artifacthub_and_questions(problems: &mut Problems, files: &Listings, p: &Provider) {
+    problems.check(
+        p,
+        "artifacthub-pkg.yml",
+        lists_context_aware(&files.hub_resources, p),
+        format!(
+            "kubewarden/contextAwareResources lacks {} {}",
+            lookup_api_version(p),
+            p.config_kind
+        ),
+    );
+    problems.check(
+        p,
+        "artifacthub-pkg.yml",
+        listed_in(
+            files.artifacthub["annotations"]["kubewarden/resources"]
+                .as_str()
+                .unwrap_or(""),
+            p.config_kind,
+        ),
+        "kubewarden/resources lacks the kind",
+    );
+    for file_text in [
+        ("questions-ui.yml", files.questions.as_str()),
+        ("artifacthub-pkg.yml", files.artifacthub_text.as_str()),
+    ] {
+        for setting in ["ignoredPaths", "fillOncePaths"] {
             problems.check(
                 p,
-                "docs/compared-fields.md",
-                compared
-                    .lines()
-                    .any(|l| l.starts_with(&format!("| {} ", p.config_kind))),
-                "no row of \"Fields not compared\" for the kind, which has built-in fields",
-            );
-        }
-        // docs/settings.md: the table of the default providers has the record's row, with its
-        // lookup version and controller.
-        let version = p.lookup_version.map_or_else(
-            || format!("`capiVersion` (`{}`)", generate::lookup_version(p)),
-            |v| format!("`{v}`"),
-        );
-        problems.check(
-            p,
-            "docs/settings.md",
-            settings_doc.lines().any(|l| {
-                l.starts_with(&format!(
-                    "| {} | {} | {version} |",
-                    p.clusterctl, p.config_kind
-                )) && l.contains(&format!("`{}`", p.controller))
-            }),
-            format!(
-                "the table of the default providers has no row `| {} | {} | {version} | `{}` |`",
-                p.clusterctl, p.config_kind, p.controller
-            ),
-        );
-        // The README's lookup RBAC and docs/context-aware.md's chart values grant the kind.
-        for (file, text, quoted) in [
-            (
-                "README.md",
-                &readme,
-                format!("\"{}\"", plural(p.config_kind)),
-            ),
-            (
-                "docs/context-aware.md",
-                &context_aware_doc,
-                plural(p.config_kind),
-            ),
-        ] {
-            problems.check(
-                p,
-                file,
-                text.lines().any(|l| {
-                    l.trim_start().starts_with("resources: [")
-                        && l.split(['[', ',', ']']).any(|r| r.trim() == quoted)
-                }),
-                format!("no `resources: [...]` grants {quoted}"),
+                file_text.0,
+                file_text
+                    .1
+                    .contains(&format!("variable: {setting}.{}\n", p.config_kind)),
+                format!("no question {setting}.{}", p.config_kind),
             );
         }
     }
-    // And the other way: nothing listed that no record stands for.
+}
+
+/// docs/compared-fields.md, docs/settings.md, the README's lookup RBAC and
+/// docs/context-aware.md's chart values name the record's kind.
+fn check_docs(problems: &mut Problems, files: &Listings, p: &Provider) {
+    let compared = &files.compared;
+    // docs/compared-fields.md: the controller's row names the kind and the identity; the
+    // not-compared table has a row for every kind with built-in fields.
+    let row = compared.lines().find(|l| {
+        l.starts_with('|')
+            && l.contains(&format!("`{}`", p.controller))
+            && l.contains(p.config_kind)
+    });
+    problems.check(
+        p,
+        "docs/compared-fields.md",
+        row.is_some(),
+        format!(
+            "no row of \"What CAPI itself writes\" names {} and `{}`",
+            p.config_kind, p.controller
+        ),
+    );
+    if !p.machine_only.is_empty() || !p.fill_once.is_empty() {
+        problems.check(
+            p,
+            "docs/compared-fields.md",
+            compared
+                .lines()
+                .any(|l| l.starts_with(&format!("| {} ", p.config_kind))),
+            "no row of \"Fields not compared\" for the kind, which has built-in fields",
+        );
+    }
+    // docs/settings.md: the table of the default providers has the record's row, with its
+    // lookup version and controller.
+    let version = p.lookup_version.map_or_else(
+        || format!("`capiVersion` (`{}`)", generate::lookup_version(p)),
+        |v| format!("`{v}`"),
+    );
+    problems.check(
+        p,
+        "docs/settings.md",
+        files.settings_doc.lines().any(|l| {
+            l.starts_with(&format!(
+                "| {} | {} | {version} |",
+                p.clusterctl, p.config_kind
+            )) && l.contains(&format!("`{}`", p.controller))
+        }),
+        format!(
+            "the table of the default providers has no row `| {} | {} | {version} | `{}` |`",
+            p.clusterctl, p.config_kind, p.controller
+        ),
+    );
+    // The README's lookup RBAC and docs/context-aware.md's chart values grant the kind.
+    for (file, text, quoted) in [
+        (
+            "README.md",
+            &files.readme,
+            format!("\"{}\"", plural(p.config_kind)),
+        ),
+        (
+            "docs/context-aware.md",
+            &files.context_aware_doc,
+            plural(p.config_kind),
+        ),
+    ] {
+        problems.check(
+            p,
+            file,
+            text.lines().any(|l| {
+                l.trim_start().starts_with("resources: [")
+                    && l.split(['[', ',', ']']).any(|r| r.trim() == quoted)
+            }),
+            format!("no `resources: [...]` grants {quoted}"),
+        );
+    }
+}
+
+/// A kind of the bootstrap group, or a controller, that the manifests list and no record
+/// stands for.
+fn unrecorded_in_manifests(
+    problems: &mut Problems,
+    files: &Listings,
+    providers: &[Provider],
+    controllers: &[&str],
+) {
+    let (metadata, policy) = (&files.metadata, &files.policy);
     let known = |kind: &str| providers.iter().any(|p| p.config_kind == kind);
     for (file, resources) in [
         (
@@ -285,7 +357,7 @@ fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
         ),
         (
             "artifacthub-pkg.yml kubewarden/contextAwareResources",
-            &hub_resources,
+            &files.hub_resources,
         ),
     ] {
         for r in resources.as_array().into_iter().flatten() {
@@ -322,7 +394,7 @@ fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
         ),
         (
             "artifacthub-pkg.yml kubewarden/resources",
-            artifacthub["annotations"]["kubewarden/resources"]
+            files.artifacthub["annotations"]["kubewarden/resources"]
                 .as_str()
                 .unwrap_or(""),
         ),
@@ -340,7 +412,13 @@ fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
             }
         }
     }
-    for row in settings_doc
+}
+
+/// A row of docs/settings.md's table of the default providers that no record stands for.
+fn unrecorded_in_settings_doc(problems: &mut Problems, files: &Listings, providers: &[Provider]) {
+    let known = |kind: &str| providers.iter().any(|p| p.config_kind == kind);
+    for row in files
+        .settings_doc
         .lines()
         .skip_while(|l| !l.starts_with("## The default providers"))
         .skip_while(|l| !l.starts_with("|---"))
@@ -355,15 +433,6 @@ fn problems(providers: &[Provider], text: &dyn Fn(&str) -> String) -> Problems {
             );
         }
     }
-    // The README counts the providers' controllers in its settings table.
-    let count = controllers.len() - 1;
-    if !readme.contains(&format!("the {count} default providers' controllers")) {
-        problems.push(
-            "README.md",
-            format!("README.md: does not say \"the {count} default providers' controllers\""),
-        );
-    }
-    problems
 }
 
 fn from_checkout(file: &str) -> String {
