@@ -108,7 +108,6 @@ fn paths_questions(setting: &str, providers: &[Provider]) -> Vec<String> {
 
 /// The lines of a region (unindented), or `None` for a name no region has.
 pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
-    let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
     Some(match name {
         "bootstrap resources" => list(bootstrap_resources(providers)),
         "bootstrap status resources" => {
@@ -118,19 +117,7 @@ pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
             .into_iter()
             .flat_map(|(v, k)| [format!("- apiVersion: {v}"), format!("  kind: {k}")])
             .collect(),
-        "Artifact Hub resources" => {
-            let kinds: Vec<String> = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET]
-                .map(str::to_string)
-                .into_iter()
-                .chain(providers.iter().map(|p| p.config_kind.to_string()))
-                .chain(
-                    providers
-                        .iter()
-                        .map(|p| format!("{}{TEMPLATE_SUFFIX}", p.config_kind)),
-                )
-                .collect();
-            vec![format!("io.artifacthub.resources: {}", kinds.join(", "))]
-        }
+        "Artifact Hub resources" => artifact_hub_resources(providers),
         "controller users" => list(controller_users(providers).into_iter().map(str::to_string)),
         "bootstrap config kinds" => providers
             .iter()
@@ -143,37 +130,63 @@ pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
             .collect(),
         "ignoredPaths questions" => paths_questions("ignoredPaths", providers),
         "fillOncePaths questions" => paths_questions("fillOncePaths", providers),
-        "default providers" => {
-            let mut table = vec![
-                String::new(),
-                "| Provider (`clusterctl init --bootstrap`) | Config kind (its template: `<kind>Template`) | Version the lookups read it in | Controller identity (`controllerUsers`) |".to_string(),
-                "|---|---|---|---|".to_string(),
-            ];
-            table.extend(providers.iter().map(|p| {
-                let version = match p.lookup_version {
-                    Some(v) => format!("`{v}`"),
-                    None => format!("`capiVersion` (`{}`)", lookup_version(p)),
-                };
-                format!(
-                    "| {} | {} | {version} | `{}` |",
-                    p.clusterctl, p.config_kind, p.controller
-                )
-            }));
-            table.push(String::new());
-            table
-        }
-        "lookup RBAC" => {
-            let quoted = |items: Vec<String>| {
-                items
-                    .iter()
-                    .map(|i| format!("\"{i}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            let configs = quoted(providers.iter().map(|p| plural(p.config_kind)).collect());
-            let capi = quoted(capi_resources.to_vec());
-            format!(
-                "```yaml
+        "default providers" => default_providers_table(providers),
+        "lookup RBAC" => lookup_rbac(providers),
+        "chart permissions" => chart_permissions(providers),
+        _ => return None,
+    })
+}
+
+/// The Artifact Hub annotation: CAPI's kinds, each record's config kind and its template kind.
+fn artifact_hub_resources(providers: &[Provider]) -> Vec<String> {
+    let kinds: Vec<String> = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET]
+        .map(str::to_string)
+        .into_iter()
+        .chain(providers.iter().map(|p| p.config_kind.to_string()))
+        .chain(
+            providers
+                .iter()
+                .map(|p| format!("{}{TEMPLATE_SUFFIX}", p.config_kind)),
+        )
+        .collect();
+    vec![format!("io.artifacthub.resources: {}", kinds.join(", "))]
+}
+
+/// docs/settings.md's table of the default providers, one row a record.
+fn default_providers_table(providers: &[Provider]) -> Vec<String> {
+    let mut table = vec![
+        String::new(),
+        "| Provider (`clusterctl init --bootstrap`) | Config kind (its template: `<kind>Template`) | Version the lookups read it in | Controller identity (`controllerUsers`) |".to_string(),
+        "|---|---|---|---|".to_string(),
+    ];
+    table.extend(providers.iter().map(|p| {
+        let version = match p.lookup_version {
+            Some(v) => format!("`{v}`"),
+            None => format!("`capiVersion` (`{}`)", lookup_version(p)),
+        };
+        format!(
+            "| {} | {} | {version} | `{}` |",
+            p.clusterctl, p.config_kind, p.controller
+        )
+    }));
+    table.push(String::new());
+    table
+}
+
+/// The README's ClusterRole and ClusterRoleBinding for the lookups.
+fn lookup_rbac(providers: &[Provider]) -> Vec<String> {
+    let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
+    let quoted = |items: Vec<String>| {
+        items
+            .iter()
+            .map(|i| format!("\"{i}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let configs = quoted(providers.iter().map(|p| plural(p.config_kind)).collect());
+    let capi = quoted(capi_resources.to_vec());
+    format!(
+        "```yaml
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -202,15 +215,18 @@ subjects:
     name: audit-scanner
     namespace: kubewarden
 ```"
-            )
-            .lines()
-            .map(str::to_string)
-            .collect()
-        }
-        "chart permissions" => {
-            let configs: Vec<String> = providers.iter().map(|p| plural(p.config_kind)).collect();
-            format!(
-                "```yaml
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// docs/context-aware.md's policy-server permissions for the Kubewarden chart.
+fn chart_permissions(providers: &[Provider]) -> Vec<String> {
+    let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
+    let configs: Vec<String> = providers.iter().map(|p| plural(p.config_kind)).collect();
+    format!(
+        "```yaml
 policyServer:
   permissions:
     # ... the chart's defaults (namespaces, pods, services, ingresses, subjectaccessreviews) ...
@@ -219,15 +235,12 @@ policyServer:
     - apiGroup: {BOOTSTRAP_GROUP}
       resources: [{}]
 ```",
-                capi_resources.join(", "),
-                configs.join(", ")
-            )
-            .lines()
-            .map(str::to_string)
-            .collect()
-        }
-        _ => return None,
-    })
+        capi_resources.join(", "),
+        configs.join(", ")
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
 }
 
 /// The marker lines of a file's syntax: `(begin, end)` for a region's name.
