@@ -109,8 +109,34 @@ fn the_rotation_as_a_pull_request() {
         r.stdout
     );
 
+    assert_rotation_written(&dir, &new_file, &name, &pool_before);
+    assert_check_passes(&dir, &name);
+
+    // Run again: the same rotation is already there, nothing more to write.
+    let again = run(&[
+        "rotate",
+        "--manifests",
+        dir.to_str().unwrap(),
+        "-f",
+        edited.to_str().unwrap(),
+        "--write",
+    ]);
+    assert_eq!(again.code, 2, "{}", again.stdout);
+    assert!(
+        again.stderr.contains(&format!(
+            "nothing in {} uses KubeadmConfig team-payments/{CONFIG}",
+            dir.display()
+        )),
+        "{}",
+        again.stderr
+    );
+}
+
+/// What `rotate --write` wrote in `dir`: the config `name` (`new_file`), the pool's configRef
+/// (the pool's file was `pool_before`) and the kustomization's list.
+fn assert_rotation_written(dir: &Path, new_file: &Path, name: &str, pool_before: &str) {
     // The new config: the edited spec, the repository's labels, under the suggested name.
-    let config = fs::read_to_string(&new_file).unwrap();
+    let config = fs::read_to_string(new_file).unwrap();
     assert!(config.contains(&format!("name: {name}\n")), "{config}");
     assert!(
         config.contains("value: '220'") || config.contains("value: \"220\""),
@@ -142,8 +168,10 @@ fn the_rotation_as_a_pull_request() {
         )),
         "{kustomization}"
     );
+}
 
-    // capi-rollout-check passes the rotation.
+/// `capi-rollout-check` passes the rotation to `name` written in `dir`.
+fn assert_check_passes(dir: &Path, name: &str) {
     let check = run(&[
         "--base",
         "tests/fixtures/base",
@@ -164,25 +192,6 @@ fn the_rotation_as_a_pull_request() {
             .contains("allowed   UPDATE MachinePool team-payments/workers-spot"),
         "{}",
         check.stdout
-    );
-
-    // Run again: the same rotation is already there, nothing more to write.
-    let again = run(&[
-        "rotate",
-        "--manifests",
-        dir.to_str().unwrap(),
-        "-f",
-        edited.to_str().unwrap(),
-        "--write",
-    ]);
-    assert_eq!(again.code, 2, "{}", again.stdout);
-    assert!(
-        again.stderr.contains(&format!(
-            "nothing in {} uses KubeadmConfig team-payments/{CONFIG}",
-            dir.display()
-        )),
-        "{}",
-        again.stderr
     );
 }
 
