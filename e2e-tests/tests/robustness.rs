@@ -49,7 +49,17 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
         HostContext::offline().into_callback(),
     )
     .unwrap();
+    a_big_request_is_judged(&policy);
+    nesting_too_deep_is_a_400(&policy);
+    malformed_requests_are_400s(&policy);
+    numbers_where_strings_belong_are_judged(&policy);
 
+    // Not JSON at all.
+    let answer = validate(&policy, b"\xff\xfe not json");
+    assert_eq!(answer["code"], 400);
+}
+
+fn a_big_request_is_judged(policy: &Policy) {
     // 3 MiB request: 300 files of 10 KiB, one changed.
     let files = |last: &str| -> Value {
         (0..300)
@@ -61,20 +71,22 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
         json!({"files": files("b")}),
     ));
     assert!(big.len() > 3 * 1024 * 1024, "{}", big.len());
-    let answer = validate(&policy, &big);
+    let answer = validate(policy, &big);
     assert_eq!(answer["accepted"], false);
     assert!(answer["message"]
         .as_str()
         .unwrap()
         .contains("[spec.files[299].content: Forbidden: changed]"));
+}
 
+fn nesting_too_deep_is_a_400(policy: &Policy) {
     // Nesting deeper than serde_json's limit (128): a 400 saying so.
     let deep = format!(
         r#"{{"settings": {{}}, "request": {{"uid": "r", "operation": "CREATE", "kind": {{"group": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}}, "object": {{"spec": {}{}}}}}}}"#,
         "[".repeat(5000),
         "]".repeat(5000)
     );
-    let answer = validate(&policy, deep.as_bytes());
+    let answer = validate(policy, deep.as_bytes());
     assert_eq!(
         (answer["accepted"].clone(), answer["code"].clone()),
         (json!(false), json!(400))
@@ -83,7 +95,10 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
         .as_str()
         .unwrap()
         .contains("recursion limit exceeded"));
+}
 
+/// Requests missing a field, or with one of the wrong type: a 400 naming it.
+fn malformed_requests_are_400s(policy: &Policy) {
     let cases: Vec<(&str, Value, &str)> = vec![
         (
             "missing kind",
@@ -117,7 +132,7 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
         ),
     ];
     for (name, request, fragment) in cases {
-        let answer = validate(&policy, &payload(&request));
+        let answer = validate(policy, &payload(&request));
         assert_eq!(answer["accepted"], false, "{name}: {answer}");
         assert_eq!(answer["code"], 400, "{name}: {answer}");
         assert!(
@@ -125,7 +140,9 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
             "{name}: {answer}"
         );
     }
+}
 
+fn numbers_where_strings_belong_are_judged(policy: &Policy) {
     // Numbers where strings belong inside objects: judged, not crashed.
     let mut odd = config_update(
         json!({"files": [{"path": "/a", "content": "x"}]}),
@@ -133,7 +150,7 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
     );
     odd["userInfo"] = json!({"username": 5, "groups": [1, 2]});
     odd["object"]["metadata"]["name"] = json!(9);
-    let answer = validate(&policy, &payload(&odd));
+    let answer = validate(policy, &payload(&odd));
     assert_eq!(answer["accepted"], false);
     assert!(
         answer["message"].as_str().unwrap().contains(
@@ -141,10 +158,6 @@ fn hostile_payloads_get_clear_verdicts_from_the_guest() {
         ),
         "{answer}"
     );
-
-    // Not JSON at all.
-    let answer = validate(&policy, b"\xff\xfe not json");
-    assert_eq!(answer["code"], 400);
 }
 
 #[test]
