@@ -97,6 +97,9 @@ pub struct Provider {
     pub defaulter: Defaulter,
     /// When an in-place edit reaches the data Secret (and so the infrastructure).
     pub rendering: Rendering,
+    /// What its controller and defaulter write into an existing config's spec, in words
+    /// (docs/compared-fields.md's "What CAPI itself writes").
+    pub spec_writes: &'static str,
 }
 
 /// CAPI core's manager: kubernetes-sigs/cluster-api core/config/default/kustomization.yaml
@@ -146,6 +149,7 @@ pub const PROVIDERS: [Provider; 8] = [
         // MachinePool's Secret from the current spec, while the pool has nodeRefs and uses
         // token discovery.
         rendering: Rendering::AtTokenRotation,
+        spec_writes: "token (rotated every ~7.5 min), discovery fields (filled once), `joinConfiguration: {}`; the v1.10 defaulter: v1beta1 defaults, durations re-marshalled and zero-value pruning on every write",
     },
     Provider {
         clusterctl: "aws-eks",
@@ -170,6 +174,7 @@ pub const PROVIDERS: [Provider; 8] = [
         // CAPA bootstrap/eks/controllers/eksconfig_controller.go: a MachinePool owner's Secret is
         // re-rendered on every reconcile and written when the bytes differ.
         rendering: Rendering::EveryReconcile,
+        spec_writes: "nothing",
     },
     Provider {
         clusterctl: "aws-eks",
@@ -185,6 +190,7 @@ pub const PROVIDERS: [Provider; 8] = [
         defaulter: Defaulter::None,
         // As EKSConfig (bootstrap/eks/controllers/nodeadmconfig_controller.go).
         rendering: Rendering::EveryReconcile,
+        spec_writes: "nothing",
     },
     Provider {
         clusterctl: "rke2",
@@ -206,6 +212,7 @@ pub const PROVIDERS: [Provider; 8] = [
         defaulter: Defaulter::Rke2UserData,
         // The controller returns early once status.ready is set: rendered once.
         rendering: Rendering::Once,
+        spec_writes: "defaulter: `agentConfig.format`, the user-data rewrite, pruning (v0.20.1+); controllers v0.2-v0.20 the same rewrite",
     },
     Provider {
         clusterctl: "k0sproject-k0smotron",
@@ -236,6 +243,7 @@ pub const PROVIDERS: [Provider; 8] = [
         defaulter: Defaulter::None,
         // Rendered once, as RKE2.
         rendering: Rendering::Once,
+        spec_writes: "nothing persisted (`spec.version` changes in memory only)",
     },
     Provider {
         clusterctl: "k3s",
@@ -257,6 +265,7 @@ pub const PROVIDERS: [Provider; 8] = [
         defaulter: Defaulter::None,
         // Rendered once, as RKE2.
         rendering: Rendering::Once,
+        spec_writes: "defaulter: `serverConfig.disableCloudController`, `serverConfig.cloudProviderName` when nil; controller: `spec.version` when empty",
     },
     Provider {
         clusterctl: "microk8s",
@@ -274,6 +283,7 @@ pub const PROVIDERS: [Provider; 8] = [
         // canonical/cluster-api-bootstrap-provider-microk8s controllers/microk8sconfig_controller.go:
         // "the config is already generated and need not be generated again" once status.ready.
         rendering: Rendering::Once,
+        spec_writes: "nothing",
     },
     Provider {
         clusterctl: "talos",
@@ -289,6 +299,7 @@ pub const PROVIDERS: [Provider; 8] = [
         defaulter: Defaulter::None,
         // Rendered once; its own webhook refuses spec changes anyway.
         rendering: Rendering::Once,
+        spec_writes: "nothing (its own webhook refuses spec changes)",
     },
 ];
 

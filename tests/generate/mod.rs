@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use capi_bootstrap_rollout_policy::capi::kinds::{
     BOOTSTRAP_GROUP, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET, TEMPLATE_SUFFIX,
 };
-use capi_bootstrap_rollout_policy::capi::providers::{Provider, CAPI_CORE_CONTROLLER};
+use capi_bootstrap_rollout_policy::capi::paths::PathPattern;
+use capi_bootstrap_rollout_policy::capi::providers::{Defaulter, Provider, CAPI_CORE_CONTROLLER};
 use capi_bootstrap_rollout_policy::settings::Settings;
 
 /// The command that rewrites every generated region.
@@ -22,12 +23,13 @@ pub const COMMAND: &str = "make generate";
 
 /// The files `make generate` rewrites, in the order it writes them (artifacthub-pkg.yml after
 /// the two files kwctl builds it from).
-pub const FILES: [&str; 7] = [
+pub const FILES: [&str; 8] = [
     "metadata.yml",
     "policy.yaml",
     "questions-ui.yml",
     "artifacthub-pkg.yml",
     "docs/settings.md",
+    "docs/compared-fields.md",
     "docs/context-aware.md",
     "README.md",
 ];
@@ -106,6 +108,116 @@ fn paths_questions(setting: &str, providers: &[Provider]) -> Vec<String> {
         .collect()
 }
 
+fn code_list(paths: &[PathPattern]) -> String {
+    if paths.is_empty() {
+        return "-".to_string();
+    }
+    let codes: Vec<String> = paths.iter().map(|p| format!("`{p}`")).collect();
+    codes.join(", ")
+}
+
+/// docs/compared-fields.md's "Fields not compared": a row per kind and per template with
+/// built-in fields, then the kinds without.
+fn fields_not_compared(providers: &[Provider]) -> Vec<String> {
+    let mut table = vec![
+        String::new(),
+        "| Kind | Machine-only (any change allowed) | Fill-once (allowed from empty to a value) |"
+            .to_string(),
+        "|---|---|---|".to_string(),
+    ];
+    let mut others = Vec::new();
+    for p in providers {
+        if p.machine_only.is_empty() && p.fill_once.is_empty() {
+            others.push(p.config_kind.to_string());
+        } else {
+            table.push(format!(
+                "| {} | {} | {} |",
+                p.config_kind,
+                code_list(p.machine_only),
+                code_list(p.fill_once)
+            ));
+        }
+    }
+    for p in providers {
+        let template = format!("{}{TEMPLATE_SUFFIX}", p.config_kind);
+        if p.template_fill_once.is_empty() {
+            others.push(template);
+        } else {
+            table.push(format!(
+                "| {template} | - | {} |",
+                code_list(p.template_fill_once)
+            ));
+        }
+    }
+    table.push(format!("| {} | - | - |", others.join(", ")));
+    table.push(String::new());
+    table
+}
+
+/// How the comparison treats a record's controller writes, from its record.
+fn treated_as(p: &Provider) -> Vec<&'static str> {
+    let mut how = Vec::new();
+    if !p.machine_only.is_empty() {
+        how.push("machine-only");
+    }
+    if !p.fill_once.is_empty() || !p.template_fill_once.is_empty() {
+        how.push("fill-once");
+    }
+    if p.defaulter != Defaulter::None {
+        how.push("compared as its defaulter leaves it");
+    }
+    how
+}
+
+/// docs/compared-fields.md's "What CAPI itself writes": CAPI core's row, then one row per
+/// controller identity, its records' kinds together.
+fn controller_writes(providers: &[Provider]) -> Vec<String> {
+    let mut table = vec![
+        String::new(),
+        "| Provider (`clusterctl init --bootstrap`: kinds) | Controller identity (`controllerUsers` default) | Writes into an existing config's spec | Treated as |".to_string(),
+        "|---|---|---|---|".to_string(),
+        format!("| CAPI core (topology) | `{CAPI_CORE_CONTROLLER}` | in-place patches of ClusterClass pools' configs and templates | allowed, audited (`controller-write`) |"),
+    ];
+    for controller in controller_users(providers).into_iter().skip(1) {
+        let records: Vec<&Provider> = providers
+            .iter()
+            .filter(|p| p.controller == controller)
+            .collect();
+        let kinds: Vec<&str> = records.iter().map(|p| p.config_kind).collect();
+        let mut writes: Vec<String> = Vec::new();
+        let mut how: Vec<&str> = Vec::new();
+        for p in &records {
+            let text =
+                if records.len() > 1 && records.iter().any(|o| o.spec_writes != p.spec_writes) {
+                    format!("{}: {}", p.config_kind, p.spec_writes)
+                } else {
+                    p.spec_writes.to_string()
+                };
+            if !writes.contains(&text) {
+                writes.push(text);
+            }
+            for h in treated_as(p) {
+                if !how.contains(&h) {
+                    how.push(h);
+                }
+            }
+        }
+        let how = if how.is_empty() {
+            "-".to_string()
+        } else {
+            how.join(" / ")
+        };
+        table.push(format!(
+            "| {}: {} | `{controller}` | {} | {how} |",
+            records[0].clusterctl,
+            kinds.join(", "),
+            writes.join("; ")
+        ));
+    }
+    table.push(String::new());
+    table
+}
+
 /// The lines of a region (unindented), or `None` for a name no region has.
 pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
     Some(match name {
@@ -131,6 +243,8 @@ pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
         "ignoredPaths questions" => paths_questions("ignoredPaths", providers),
         "fillOncePaths questions" => paths_questions("fillOncePaths", providers),
         "default providers" => default_providers_table(providers),
+        "fields not compared" => fields_not_compared(providers),
+        "controller writes" => controller_writes(providers),
         "lookup RBAC" => lookup_rbac(providers),
         "chart permissions" => chart_permissions(providers),
         _ => return None,
@@ -449,7 +563,7 @@ pub fn regenerate_all(
 
 /// The regions each marked file must have: without them the records could change and the
 /// file not.
-pub const REGIONS: [(&str, &[&str]); 6] = [
+pub const REGIONS: [(&str, &[&str]); 7] = [
     (
         "metadata.yml",
         &[
@@ -479,6 +593,10 @@ pub const REGIONS: [(&str, &[&str]); 6] = [
         ],
     ),
     ("docs/settings.md", &["default providers"]),
+    (
+        "docs/compared-fields.md",
+        &["fields not compared", "controller writes"],
+    ),
     ("docs/context-aware.md", &["chart permissions"]),
     ("README.md", &["lookup RBAC"]),
 ];
