@@ -100,7 +100,9 @@ func TestBuildStepsOnAnEmptyModuleCache(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(tc.script[0], tc.script[1:]...)
-			cmd.Env = append(env, "CLUSTER_BUILD_RESOLVE_ONLY=1")
+			// A binaries' root of its own: `./build.sh capi/v1.14` runs `./build.sh` first,
+			// which would rewrite the folder another script's case is reading.
+			cmd.Env = append(env[:len(env):len(env)], "CLUSTER_BUILD_RESOLVE_ONLY=1", "CLUSTER_BIN_ROOT="+t.TempDir())
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -122,8 +124,8 @@ func TestBuildStepsOnAnEmptyModuleCache(t *testing.T) {
 	}
 }
 
-// emptyModuleCacheEnv is this process's environment with a new, empty GOMODCACHE and binaries'
-// root, modules taken from proxy.
+// emptyModuleCacheEnv is this process's environment with a new, empty GOMODCACHE, modules taken
+// from proxy, and no CLUSTER_BIN_ROOT (each script gets its own).
 func emptyModuleCacheEnv(t *testing.T, proxy string) []string {
 	t.Helper()
 	cache := t.TempDir()
@@ -135,7 +137,7 @@ func emptyModuleCacheEnv(t *testing.T, proxy string) []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "GOMODCACHE="+cache, "GOPROXY="+proxy, "CLUSTER_BIN_ROOT="+t.TempDir())
+	return append(env, "GOMODCACHE="+cache, "GOPROXY="+proxy)
 }
 
 func goEnv(t *testing.T, name string) string {
