@@ -65,8 +65,8 @@ fn pools_in<'a>(
     }
 }
 
-/// The pools whose current configRef names the subject (`live_only`: not being deleted).
-fn referencing_pools(pools: &[Consumer], subject: &Subject, live_only: bool) -> Vec<Owner> {
+/// The pools not being deleted whose current configRef names the subject.
+fn live_referencing_pools(pools: &[Consumer], subject: &Subject) -> Vec<Owner> {
     referencing(
         pools,
         &subject.group_kind,
@@ -74,7 +74,7 @@ fn referencing_pools(pools: &[Consumer], subject: &Subject, live_only: bool) -> 
         &subject.name,
     )
     .into_iter()
-    .filter(|(_, pool)| !live_only || !is_being_deleted(pool))
+    .filter(|(_, pool)| !is_being_deleted(pool))
     .map(|(owner, _)| owner)
     .collect()
 }
@@ -178,21 +178,24 @@ fn judge_edit(
     };
     let pools = pools_in(answer.as_deref(), findings);
     // In use: referenced by a pool (lookups), else controlled by one.
-    let in_use = match &pools {
-        Some(pools) => referencing_pools(pools, subject, false),
-        None => owners.to_vec(),
-    };
-    // With lookups, what each pool's infrastructure does with the change.
-    let infrastructure: Option<Vec<GroupKind>> = pools.as_ref().map(|pools| {
+    let referenced = pools.as_ref().map(|pools| {
         referencing(
             pools,
             &subject.group_kind,
             &subject.namespace,
             &subject.name,
         )
-        .into_iter()
-        .map(|(_, pool)| pool.infrastructure())
-        .collect()
+    });
+    let in_use = match &referenced {
+        Some(referenced) => referenced.iter().map(|(owner, _)| owner.clone()).collect(),
+        None => owners.to_vec(),
+    };
+    // With lookups, what each pool's infrastructure does with the change.
+    let infrastructure: Option<Vec<GroupKind>> = referenced.as_ref().map(|referenced| {
+        referenced
+            .iter()
+            .map(|(_, pool)| pool.infrastructure())
+            .collect()
     });
     if pools.is_some() && in_use.is_empty() && !owners.is_empty() {
         findings.extend(in_place_edit::check_rotated_out(subject, &changes));
@@ -235,7 +238,7 @@ fn judge_delete(
         Some(pools) => findings.extend(check_delete(
             settings,
             subject,
-            &referencing_pools(&pools, subject, true),
+            &live_referencing_pools(&pools, subject),
         )),
         // Without an answer only the ownerReference tells, in use and rotated out alike.
         None => findings.extend(check_owned_delete(
