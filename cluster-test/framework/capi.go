@@ -201,14 +201,14 @@ func waitListening(t *testing.T, p *Process, port int) {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if p.exited() {
-			t.Fatalf("%s exited (log: %s)", p.name, p.Log)
+			t.Fatalf("%s exited (log: %s)%s", p.name, p.Log, p.logTail())
 		}
 		if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			conn.Close()
 			return
 		}
 	}
-	t.Fatalf("%s's webhook server does not listen on port %d (log: %s)", p.name, port, p.Log)
+	t.Fatalf("%s's webhook server does not listen on port %d (log: %s)%s", p.name, port, p.Log, p.logTail())
 }
 
 // capiManagerFlags are the flags of CAPI's managers (and of providers that kept them).

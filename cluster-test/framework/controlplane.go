@@ -315,6 +315,22 @@ func (p *Process) stop() {
 	}
 }
 
+// logTail is the end of the process's log, for a failure message: CI keeps the test's output,
+// not the files beside it.
+func (p *Process) logTail() string {
+	data, err := os.ReadFile(p.Log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	return "; its log ends:\n\t" + strings.Join(lines, "\n\t")
+}
+
+const logTailLines = 15
+
 func (p *Process) exited() bool {
 	select {
 	case <-p.done:
@@ -333,7 +349,7 @@ func WaitHTTP(t *testing.T, p *Process, url string, timeout time.Duration, httpC
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if p.exited() {
-			t.Fatalf("%s exited before it was ready (log: %s)", p.name, p.Log)
+			t.Fatalf("%s exited before it was ready (log: %s)%s", p.name, p.Log, p.logTail())
 		}
 		resp, err := httpClient.Get(url)
 		if err == nil {
@@ -344,7 +360,7 @@ func WaitHTTP(t *testing.T, p *Process, url string, timeout time.Duration, httpC
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	t.Fatalf("%s not ready at %s after %s (log: %s)", p.name, url, timeout, p.Log)
+	t.Fatalf("%s not ready at %s after %s (log: %s)%s", p.name, url, timeout, p.Log, p.logTail())
 }
 
 // Certificates: one CA the test makes, and serving certificates for 127.0.0.1 signed by it,
@@ -449,14 +465,6 @@ func (a *Artifacts) create(t *testing.T, name string) *os.File {
 	Must(t, err)
 	t.Cleanup(func() { f.Close() })
 	return f
-}
-
-func FreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	Must(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func splitHostPort(t *testing.T, hostPort string) (string, int) {
