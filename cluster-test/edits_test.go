@@ -35,8 +35,8 @@ func (c *testCluster) personEdits(t *testing.T) {
 	defer func() { framework.Must(t, os.WriteFile(c.Artifacts.Path(editedFile), original, 0o644)) }()
 
 	// kubectl replace sends the whole object back, with its resourceVersion: the object as read
-	// just before (CABPK rotates the token about every 20 s, and a stale resourceVersion is a
-	// conflict, answered before any webhook is called).
+	// just before (CABPK rotates the token about every 10 s, and a stale resourceVersion is a
+	// conflict, answered before any webhook is called: the person reads it again and retries).
 	replaceFile := "pool-1-a-replace.yaml"
 	writeReplace := func() {
 		replaced := c.Get(t, framework.KubeadmConfigGVK, "pool-1-a")
@@ -71,6 +71,10 @@ func (c *testCluster) personEdits(t *testing.T) {
 				writeReplace()
 			}
 			r := c.Person.Run(t, args...)
+			for retry := 0; tc.name == "kubectl replace" && retry < 3 && strings.Contains(r.Stderr, "the object has been modified"); retry++ {
+				writeReplace()
+				r = c.Person.Run(t, args...)
+			}
 			if r.Err == nil {
 				t.Errorf("%s was admitted; stdout: %s", name, r.Stdout)
 				continue

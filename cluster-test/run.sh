@@ -94,7 +94,7 @@ for module in "${capi_modules[@]}"; do
 	echo "cluster-test: CAPI $version ($module), binaries in $bin" >&2
 	run_tests "${CLUSTER_TEST_RUN:-TestCluster}" CLUSTER_BIN="$bin" CAPI_MODULE_DIR="$dir" CAPI_VERSION="$version" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version" ||
-		failed+=("$version")
+		failed+=("${CLUSTER_TEST_RUN:-TestCluster} on CAPI $version (logs in ${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/$version/)")
 done
 # TestV1beta1Era, TestProviderWebhooks and TestRKE2DefaulterNumbers install their own CAPI
 # (v1.10.10) and providers: they run once, with this module's etcd, kube-apiserver and kubectl,
@@ -104,7 +104,7 @@ done
 if [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; then
 	run_tests '^(TestV1beta1Era|TestProviderWebhooks|TestRKE2DefaulterNumbers)$' CLUSTER_BIN="$(./build.sh .)" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
-		failed+=("v1.10.10 (TestV1beta1Era, TestProviderWebhooks or TestRKE2DefaulterNumbers; logs in ../target/cluster-test/<test>/)")
+		failed+=("TestV1beta1Era, TestProviderWebhooks or TestRKE2DefaulterNumbers on CAPI v1.10.10 (logs in ${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/<test>/)")
 fi
 # TestKubewardenStack (kubewarden_test.go): Kubewarden installed from its charts in front of
 # CAPI v1.12.10, once, logs in ../target/cluster-test/TestKubewardenStack/; it skips, saying
@@ -114,9 +114,9 @@ if { [ -z "${CLUSTER_TEST_RUN:-}" ] && [ -z "${CAPI_MODULES:-}" ]; } || [[ "${CL
 	stack_run=${CLUSTER_TEST_RUN:-^TestKubewardenStack$}
 	run_tests "$stack_run" CLUSTER_BIN="$(./build.sh .)" \
 		CLUSTER_TEST_ARTIFACTS="${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}" ||
-		failed+=("v1.12.10 (TestKubewardenStack; logs in ../target/cluster-test/TestKubewardenStack/)")
+		failed+=("$stack_run on CAPI v1.12.10 (logs in ${CLUSTER_TEST_ARTIFACTS:-../target/cluster-test}/TestKubewardenStack/)")
 fi
 if [ ${#failed[@]} -gt 0 ]; then
-	echo "cluster-test: ${CLUSTER_TEST_RUN:-TestCluster} failed with CAPI ${failed[*]} (logs in ../target/cluster-test/<version>/)" >&2
+	printf 'cluster-test: failed: %s\n' "${failed[@]}" >&2
 	exit 1
 fi

@@ -41,6 +41,7 @@ import (
 // records a run. TestSoakProviders is the same soak on CAPI v1.10.10 with RKE2 and k3s pools.
 func TestSoak(t *testing.T) {
 	pools := envInt(t, "SOAK_POOLS", 50)
+	framework.UseTokenTTL(t, framework.SoakTokenTTL)
 	ctrllog.SetLogger(logr.Discard())
 	bin := framework.ClusterBinaries(t)
 	a := framework.NewArtifacts(t)
@@ -80,6 +81,7 @@ func TestSoak(t *testing.T) {
 func TestSoakProviders(t *testing.T) {
 	pools := envInt(t, "SOAK_POOLS", 50)
 	providerPools := envInt(t, "SOAK_PROVIDER_POOLS", 3)
+	framework.UseTokenTTL(t, framework.SoakTokenTTL)
 	ctrllog.SetLogger(logr.Discard())
 	bin := framework.ClusterBinaries(t)
 	a := framework.ArtifactsForTest(t)

@@ -72,7 +72,7 @@ func StartCAPI(t *testing.T, a *Artifacts, bin string, ca *Certificates) *Manage
 		kubeadm := InstallProvider(t, a, m.CP, ca, bin, Provider{
 			Name:          "capi-kubeadm-bootstrap-manager",
 			Kustomization: "bootstrap/kubeadm/config/default",
-			ExtraArgs:     []string{"--bootstrap-token-ttl=" + TokenTTL.String()},
+			ExtraArgs:     []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
 			Inventory:     Inventory{Name: "kubeadm", Kind: "BootstrapProvider"},
 		})
 		m.CAPIManager = "system:serviceaccount:" + strings.ReplaceAll(core.ServiceAccount, "/", ":")
@@ -151,7 +151,7 @@ func StartV1beta1Cluster(t *testing.T, a *Artifacts, bin string, controlPlane fu
 	})
 	kubeadm := InstallProvider(t, a, m.CP, ca, managers, Provider{
 		Name: "capi-kubeadm-bootstrap-manager", Kustomization: "bootstrap/kubeadm/config/default", Module: capiDir, Version: capiVersion,
-		ExtraArgs: []string{"--bootstrap-token-ttl=" + TokenTTL.String()},
+		ExtraArgs: []string{"--bootstrap-token-ttl=" + tokenTTL.String()},
 		Inventory: Inventory{Name: "kubeadm", Kind: "BootstrapProvider"},
 	})
 	m.CAPIManager = "system:serviceaccount:" + strings.ReplaceAll(core.ServiceAccount, "/", ":")
