@@ -32,6 +32,8 @@ read -r -a extra_modules <<<"${CAPI_EXTRA_MODULES-v1.10 rke2-v0.20 k3s-v0.4 talo
 for module in "${extra_modules[@]}"; do capi/build.sh "$module" >/dev/null; done
 go vet ./...
 go test -count=1 -run '^(TestStaging.*|TestBuildStepsOnAnEmptyModuleCache|TestStorageFacts.*)$' .
+# The harness's own tests (framework/*_test.go): no cluster.
+go test -count=1 ./framework
 # testdata/storage-facts.txt (../docs/stored-versions.md): each module checks the lines of the
 # releases it pins against their Go types, this one's above; storagefacts/ is the reflection
 # they share. As capi/build.sh builds (CGO_ENABLED=0, -trimpath), so its compiled packages are

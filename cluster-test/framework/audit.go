@@ -3,7 +3,9 @@ package framework
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -111,26 +113,29 @@ func auditFiles(t *testing.T, path string) []string {
 	return append(rotated, path)
 }
 
-// readAudit reads the completed requests of one audit log file, oldest first.
+// readAudit reads the completed requests of one audit log file, oldest first. A last line
+// without its newline is an event kube-apiserver is still writing: the next read has it whole.
 func readAudit(t *testing.T, path string) []AuditEvent {
 	t.Helper()
 	f, err := os.Open(path)
 	Must(t, err)
 	defer f.Close()
 	var events []AuditEvent
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 1<<20), 64<<20)
-	for scanner.Scan() {
+	reader := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := reader.ReadBytes('\n')
+		if errors.Is(err, io.EOF) {
+			return events
+		}
+		Must(t, err)
 		var e AuditEvent
-		if err := json.Unmarshal(scanner.Bytes(), &e); err != nil {
+		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatalf("audit log %s: %v", path, err)
 		}
 		if e.Stage == "ResponseComplete" {
 			events = append(events, e)
 		}
 	}
-	Must(t, scanner.Err())
-	return events
 }
 
 // DeniedBy: the events the webhook named refused (the API server's message for a webhook's
