@@ -18,8 +18,8 @@ import (
 // port is handed out twice in one test binary.
 var ports = struct {
 	sync.Mutex
-	next, low, high int
-	given           map[int]bool
+	next, high int
+	given      map[int]bool
 }{}
 
 // lowPorts is the range below the ephemeral one that ports come from: [lowPorts, ephemeral low).
@@ -32,20 +32,20 @@ func FreePort(t *testing.T) int {
 	defer ports.Unlock()
 	if ports.given == nil {
 		ports.given = map[int]bool{}
-		ports.low, ports.high = lowPorts, ephemeralLow()
-		if ports.high > ports.low {
+		ports.high = ephemeralLow()
+		if ports.high > lowPorts {
 			// A random start: two test binaries at once rarely walk the same ports.
-			ports.next = ports.low + rand.IntN(ports.high-ports.low)
+			ports.next = lowPorts + rand.IntN(ports.high-lowPorts)
 		}
 	}
-	if ports.high <= ports.low {
+	if ports.high <= lowPorts {
 		return kernelPort(t)
 	}
-	for range ports.high - ports.low {
+	for range ports.high - lowPorts {
 		port := ports.next
 		ports.next++
 		if ports.next == ports.high {
-			ports.next = ports.low
+			ports.next = lowPorts
 		}
 		if ports.given[port] {
 			continue
@@ -58,7 +58,7 @@ func FreePort(t *testing.T) int {
 		ports.given[port] = true
 		return port
 	}
-	t.Fatalf("no free port on 127.0.0.1 in [%d, %d)", ports.low, ports.high)
+	t.Fatalf("no free port on 127.0.0.1 in [%d, %d)", lowPorts, ports.high)
 	return 0
 }
 
