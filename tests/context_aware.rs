@@ -183,9 +183,9 @@ fn in_use_means_referenced(
 /// field masks; a kind the policy has no record of, or no ref, gets what holds everywhere.
 #[rstest]
 #[case::azure_v1beta2(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AzureMachinePool", "name": "workers"}),
-    "On a rotation, AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents (")]
+    "On a rotation, AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them (CAPI drains each node first); CAPZ documents deleting their AzureMachinePoolMachines (")]
 #[case::aws_v1beta1(json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachinePool", "name": "workers", "namespace": "default"}),
-    "On a rotation, AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true (")]
+    "On a rotation, AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true; CAPA v2.11.1 starts none on the first change after an upgrade from a CAPA that did not tag the launch template with the data Secret's name, and does not retry one that fails to start (")]
 #[case::eks_launch_template(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSManagedMachinePool", "name": "workers"}),
     "This edit would still reach the nodes, unrecorded: AWSManagedMachinePool rolls every node on a new launch template version, an in-place edit included, if it has spec.awsLaunchTemplate; a rotation rolls them too, recorded in the pool (")]
 #[case::unknown_kind(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ExampleMachinePool", "name": "workers"}),

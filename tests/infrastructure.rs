@@ -8,6 +8,9 @@
 //! - No text of the README, docs/ or src/ promises a roll-out on every infrastructure: CAPI
 //!   takes a bootstrap change from a configRef rotation and does nothing about instances; only
 //!   some infrastructure providers replace them (the records say which).
+//! - Where a record's effect is inferred (`inferred_from`), the docs say so wherever they state
+//!   it; the README's sentence on `capi-rollout-check roll` names where it deletes Machines and
+//!   where it exits 1, from the records; a refusal the docs quote is one the records make.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,14 +42,20 @@ fn reads(record: &Infrastructure) -> String {
     }
 }
 
-fn effect(record: &Infrastructure, effect: Effect) -> &'static str {
+fn effect(record: &Infrastructure, effect: Effect) -> String {
     match (effect, record.reads_bootstrap_data) {
         (Effect::ReplacesExisting, ReadsBootstrapData::When(_)) => {
-            "**every node replaced** (a new launch template version)"
+            "**every node replaced** (a new launch template version)".to_string()
         }
-        (Effect::ReplacesExisting, _) => "**existing instances replaced**",
-        (Effect::NewInstancesOnly, _) => "new instances only; existing ones keep their data",
-        (Effect::NotRead, _) => "-",
+        (Effect::ReplacesExisting, _) => "**existing instances replaced**".to_string(),
+        (Effect::NewInstancesOnly, _) => match record.inferred_from {
+            Some(from) => format!(
+                "new instances only; existing ones keep their data (inferred from {from}, not read in {}'s code)",
+                record.provider
+            ),
+            None => "new instances only; existing ones keep their data".to_string(),
+        },
+        (Effect::NotRead, _) => "-".to_string(),
     }
 }
 
@@ -70,8 +79,16 @@ fn replacement(record: &Infrastructure) -> String {
         Replacement::ByProviderOnRotation { disabled_by: None } => {
             "the provider, on a rotation".to_string()
         }
+        // Which step is whose: deleting the pool's Machines (CAPI drains first) is the way the
+        // policy and `capi-rollout-check roll` give; the provider's docs delete its own
+        // instance objects.
         Replacement::DeleteMachinePoolMachines { documented_by } => {
-            format!("delete the pool's Machines ({documented_by})")
+            match record.instance_kind {
+                Some((instance_kind, _)) if documented_by.contains(" docs/") => format!(
+                    "delete the pool's Machines (CAPI drains each node first); the provider's docs delete the `{instance_kind}` ({documented_by})"
+                ),
+                _ => format!("delete the pool's Machines ({documented_by})"),
+            }
         }
         Replacement::Manual { instructions } => format!("by hand: {instructions}"),
         Replacement::NotApplicable => "-".to_string(),
@@ -262,5 +279,140 @@ fn no_text_promises_a_roll_out_the_infrastructure_may_not_make() {
     assert!(
         found.is_empty(),
         "texts promising a roll-out that most infrastructures do not make (docs/infrastructure.md): {found:#?}"
+    );
+}
+
+/// README.md, CHANGELOG.md and docs/*.md as (path, text), docs/rotate.md left out: it quotes
+/// `capi-rollout-check rotate`'s own lines, held to the command by capi-rollout-check's tests.
+fn markdown_documents() -> Vec<(String, String)> {
+    let mut files = vec![root().join("README.md"), root().join("CHANGELOG.md")];
+    files_under(&root().join("docs"), "md", &mut files);
+    files.retain(|f| !f.ends_with("docs/rotate.md"));
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let text = fs::read_to_string(&f).unwrap();
+            (f.strip_prefix(root()).unwrap().display().to_string(), text)
+        })
+        .collect()
+}
+
+/// A document's paragraphs (blocks between blank lines), whitespace collapsed.
+fn paragraphs(text: &str) -> Vec<String> {
+    text.split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// Where a record's effect on existing instances is inferred (CAPG: from Google's API
+/// reference, not CAPG's code), every paragraph that says that provider's pools keep their
+/// instances says what it is inferred from.
+#[test]
+fn an_inferred_effect_is_said_to_be_inferred_wherever_it_is_stated() {
+    let keeps = [
+        "keep",
+        "replace no existing",
+        "replaces no existing",
+        "replace nothing",
+    ];
+    let mut found = Vec::new();
+    for (file, text) in markdown_documents() {
+        for paragraph in paragraphs(&text) {
+            let lower = paragraph.to_lowercase();
+            for record in INFRASTRUCTURES
+                .iter()
+                .filter(|r| r.on_rotation == Effect::NewInstancesOnly)
+            {
+                let Some(from) = record.inferred_from else {
+                    continue;
+                };
+                let names = lower.contains(&record.provider.to_lowercase())
+                    || lower.contains(&record.kind.to_lowercase());
+                if names
+                    && keeps.iter().any(|k| lower.contains(k))
+                    && !lower.contains(&from.to_lowercase())
+                {
+                    found.push(format!("{file}: {}: {paragraph:.160}", record.kind));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "paragraphs stating what is inferred as read in the provider's code (say what it is inferred from): {found:#?}"
+    );
+}
+
+/// The README's sentence on `capi-rollout-check roll` names the kinds where it deletes
+/// Machines (the records whose replacement is deleting MachinePool Machines), its budget, and
+/// the providers where it deletes nothing and exits 1 (a replacement by hand, or CAPA's refresh
+/// turned off).
+#[test]
+fn the_readme_says_where_roll_deletes_and_where_it_exits_1() {
+    let readme = fs::read_to_string(root().join("README.md")).unwrap();
+    let paragraph = paragraphs(&readme)
+        .into_iter()
+        .find(|p| p.contains("`capi-rollout-check roll machinepool/"))
+        .expect("README.md has a paragraph on capi-rollout-check roll");
+    for budget in [
+        "up to the pool's maxUnavailable (at least 1) at a time",
+        "never below replicas minus maxUnavailable Ready",
+        "exits 1",
+    ] {
+        assert!(
+            paragraph.contains(budget),
+            "{budget:?} not in {paragraph:?}"
+        );
+    }
+    for record in &INFRASTRUCTURES {
+        match record.replacement {
+            Replacement::DeleteMachinePoolMachines { .. } => assert!(
+                paragraph.contains(record.kind),
+                "{} not in {paragraph:?}",
+                record.kind
+            ),
+            Replacement::Manual { .. }
+            | Replacement::ByProviderOnRotation {
+                disabled_by: Some(_),
+            } => assert!(
+                paragraph.contains(&format!("{}'s", record.provider)),
+                "{} not in {paragraph:?}",
+                record.provider
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Every refusal sentence the docs quote in code (`On a rotation, ...`) is one the records make,
+/// whole, without its link.
+#[test]
+fn the_refusals_the_docs_quote_are_the_records() {
+    let mut said = Vec::new();
+    for record in &INFRASTRUCTURES {
+        for config_kind in ["KubeadmConfig", "RKE2Config"] {
+            let kinds = [GroupKind::new(r_group(), record.kind)];
+            let sentence = refusal_sentence(config_kind, Some(&kinds[..]));
+            said.push(
+                sentence
+                    .replace(&format!(" ({INFRASTRUCTURE_DOCS})."), "")
+                    .to_string(),
+            );
+        }
+    }
+    let mut found = Vec::new();
+    for (file, text) in markdown_documents() {
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for quoted in text.split('`').skip(1).step_by(2) {
+            if quoted.starts_with("On a rotation, ") && !said.iter().any(|s| s == quoted) {
+                found.push(format!("{file}: {quoted}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "quoted refusals the records do not make: {found:#?}"
     );
 }

@@ -5,7 +5,8 @@
 //! gives the provider a new data Secret NAME; an in-place edit, once the bootstrap provider
 //! re-renders it ([`crate::capi::providers::Rendering`]), new CONTENT under the same name.
 //!
-//! Read from the providers' sources (each record cites repository, release and path). The
+//! Read from the providers' sources (each record cites repository, release and path; where an
+//! effect is inferred from a cloud's documentation instead, `inferred_from` says so). The
 //! records are what docs/infrastructure.md's table shows (tests/infrastructure.rs holds it) and
 //! what the rules say about a pool whose `infrastructureRef` names one of these kinds.
 //!
@@ -24,9 +25,11 @@ pub const INFRASTRUCTURE_DOCS: &str = "https://github.com/capi-bootstrap-rollout
 /// What new bootstrap data does to a pool's EXISTING instances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Existing instances are replaced (CAPA AWSMachinePool: instance refresh).
+    /// Existing instances are replaced (CAPA AWSMachinePool: an instance refresh; an EKS node
+    /// group with a launch template: a managed node group update).
     ReplacesExisting,
-    /// New instances only; existing ones keep what they booted with (CAPZ, CAPD, OCI, CAPG).
+    /// New instances only; existing ones keep what they booted with (CAPZ, CAPD, OCI; CAPG, as
+    /// inferred from Google's API reference).
     NewInstancesOnly,
     /// The kind never reads bootstrap data (AKS, GKE, OKE, EKS without launch template...).
     NotRead,
@@ -44,12 +47,15 @@ pub enum ReadsBootstrapData {
 /// The provider's documented way to put fresh bootstrap data on existing instances.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replacement {
-    /// The provider itself replaces instances on a rotation (CAPA's ASG instance refresh),
-    /// unless `disabled_by` (a field path, `spec.refreshPreferences.disable`) is true.
+    /// The provider itself replaces instances on a rotation (the record's `replaced_with`:
+    /// CAPA's instance refresh, EKS's managed node group update), unless `disabled_by` (a field
+    /// path, `spec.refreshPreferences.disable`) is true.
     ByProviderOnRotation { disabled_by: Option<&'static str> },
     /// Delete MachinePool Machines (CAPI `Machine`s labelled `cluster.x-k8s.io/pool-name`,
-    /// each backed by `instance_kind`); the provider scales back up with the new data (CAPZ's
-    /// book: delete AzureMachinePoolMachines). `documented_by`: repo + path.
+    /// each backed by `instance_kind`): CAPI drains the node, then deletes the infrastructure
+    /// machine, and the provider scales back up with the new data. `documented_by`: repo +
+    /// path of what shows that deleting instances works: CAPZ's book, which deletes the
+    /// `AzureMachinePoolMachine` itself (no drain); CAPD's source.
     DeleteMachinePoolMachines { documented_by: &'static str },
     /// No safe way from the management cluster: `instructions` says what the person must do.
     Manual { instructions: &'static str },
@@ -93,6 +99,17 @@ pub struct Infrastructure {
     /// (`AzureMachinePoolMachine` always; `DockerMachine`; CAPA's `AWSMachine` behind its
     /// MachinePoolMachines feature gate): `(kind, always)`.
     pub instance_kind: Option<(&'static str, bool)>,
+    /// How the provider replaces existing instances itself, where a rotation or new content
+    /// does (`Effect::ReplacesExisting`), as the texts name it: "an instance refresh" (an Auto
+    /// Scaling group's), "an EKS managed node group update".
+    pub replaced_with: Option<&'static str>,
+    /// When the provider's own replacement does not happen although this record says it
+    /// replaces, in a few words for messages (CAPA v2.11.1's edges).
+    pub replacement_edges: Option<&'static str>,
+    /// Where what becomes of existing instances is inferred rather than read in the provider's
+    /// code: what it is inferred from ("Google's API reference": CAPG sets no update policy, and
+    /// Google's reference says what `setInstanceTemplate` does without one).
+    pub inferred_from: Option<&'static str>,
     pub sources: &'static [Source],
 }
 
@@ -124,6 +141,9 @@ const fn never_read(
         knobs: &[],
         replacement: Replacement::NotApplicable,
         instance_kind,
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: None,
         sources,
     }
 }
@@ -168,12 +188,17 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         // off by default: feature/feature.go L57-61), which sets
         // status.infrastructureMachineKind: AWSMachine (awsmachinepool_controller.go L203-205).
         instance_kind: Some(("AWSMachine", false)),
+        replaced_with: Some("an instance refresh"),
+        replacement_edges: Some(
+            "CAPA v2.11.1 starts none on the first change after an upgrade from a CAPA that did not tag the launch template with the data Secret's name, and does not retry one that fails to start",
+        ),
+        inferred_from: None,
         sources: &[
             Source {
                 repository: CAPA,
                 release: CAPA_RELEASE,
                 path: "pkg/cloud/services/ec2/launchtemplate.go L241-332",
-                fact: "a new data Secret name (userDataSecretKeyChanged) makes a new launch template version and starts an instance refresh, even for identical bytes; new content under the same name (userDataHashChanged) makes a new version without one",
+                fact: "a new data Secret name (userDataSecretKeyChanged) makes a new launch template version and starts an instance refresh, even for identical bytes; new content under the same name (userDataHashChanged) makes a new version without one; a launch template without the data Secret's name tag (made by an older CAPA) gets it in a new version, without a refresh",
             },
             Source {
                 repository: CAPA,
@@ -208,6 +233,9 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         ],
         replacement: Replacement::ByProviderOnRotation { disabled_by: None },
         instance_kind: None,
+        replaced_with: Some("an EKS managed node group update"),
+        replacement_edges: None,
+        inferred_from: None,
         sources: &[
             Source {
                 repository: CAPA,
@@ -235,14 +263,15 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             effect: "replaces instances on model changes (image, identity, zones, SKU), never for their bootstrap data",
         }],
         // The book deletes the AzureMachinePoolMachine, which deletes the VM without a drain;
-        // deleting the CAPI Machine drains first, then deletes it (CAPI v1.14.0
-        // core/reconcilers/machine/machine_controller.go L691-693 skips the drain once the
-        // infrastructure machine is being deleted). Either way the scale-up that follows
-        // writes the new custom data into the scale set's model.
+        // deleting the CAPI Machine drains first, then deletes it (the sources below). Either
+        // way the scale-up that follows writes the new custom data into the scale set's model.
         replacement: Replacement::DeleteMachinePoolMachines {
             documented_by: "kubernetes-sigs/cluster-api-provider-azure docs/book/src/self-managed/machinepools.md",
         },
         instance_kind: Some(("AzureMachinePoolMachine", true)),
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: None,
         sources: &[
             Source {
                 repository: CAPZ,
@@ -261,6 +290,18 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
                 release: CAPZ_RELEASE,
                 path: "docs/book/src/self-managed/machinepools.md L126-132",
                 fact: "delete an AzureMachinePoolMachine to delete its VM and control rollouts by hand; the scale set scales back up",
+            },
+            Source {
+                repository: CAPZ,
+                release: CAPZ_RELEASE,
+                path: "exp/controllers/azuremachinepoolmachine_controller.go L323-371, L406-428",
+                fact: "deleting an AzureMachinePoolMachine deletes its VM and drains nothing (\"node drain already done by owner Machine\")",
+            },
+            Source {
+                repository: CAPI,
+                release: CAPD_RELEASE,
+                path: "core/reconcilers/machine/machine_controller.go L516-518, L682-693",
+                fact: "deleting a Machine drains its node, then deletes its infrastructure machine; no drain when that is already being deleted",
             },
         ],
     },
@@ -298,6 +339,9 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             instructions: "drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)",
         },
         instance_kind: None,
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: Some("Google's API reference"),
         sources: &[
             Source {
                 repository: CAPG,
@@ -315,7 +359,7 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
                 repository: CAPG,
                 release: CAPG_RELEASE,
                 path: "cloud/services/compute/instancegroupmanagers/instancegroupmanagers_reconcile.go L142-153",
-                fact: "setInstanceTemplate, which per Google's API reference leaves existing VMs on their template unless a proactive update policy or an explicit recreate asks otherwise",
+                fact: "setInstanceTemplate, which per Google's API reference (not CAPG's code) leaves existing VMs on their template unless a proactive update policy or an explicit recreate asks otherwise",
             },
         ],
     },
@@ -344,6 +388,9 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             documented_by: "kubernetes-sigs/cluster-api test/infrastructure/docker/internal/controllers/dockermachinepool_controller_phases.go (source; CAPD has no docs)",
         },
         instance_kind: Some(("DockerMachine", true)),
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: None,
         sources: &[
             Source {
                 repository: CAPI,
@@ -371,6 +418,9 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             documented_by: "kubernetes-sigs/cluster-api test/infrastructure/docker/internal/controllers/backends/docker/dockermachinepool_backend.go (source; CAPD has no docs)",
         },
         instance_kind: Some(("DevMachine", true)),
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: None,
         sources: &[Source {
             repository: CAPI,
             release: CAPD_RELEASE,
@@ -392,6 +442,9 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
             instructions: "drain the nodes, then detach their instances from the instance pool with auto-terminate and no size decrement (OCI); deleting a pool Machine leaves its instance running",
         },
         instance_kind: Some(("OCIMachinePoolMachine", true)),
+        replaced_with: None,
+        replacement_edges: None,
+        inferred_from: None,
         sources: &[
             Source {
                 repository: CAPOCI,
@@ -435,7 +488,7 @@ pub const INFRASTRUCTURES: [Infrastructure; 13] = [
         None,
         &[Source {
             repository: "scaleway/cluster-api-provider-scaleway",
-            release: "main@1455651",
+            release: "main@453691a9",
             path: "internal/scope/managedmachinepool.go",
             fact: "a Kapsule pool: node type, scaling, version and tags, no bootstrap data read",
         }],
@@ -453,8 +506,8 @@ pub fn infrastructure(group: &str, kind: &str) -> Option<&'static Infrastructure
 impl Infrastructure {
     /// What a rotation does to this pool's existing instances, one short sentence for
     /// messages and the CLI, e.g. "AzureMachinePool replaces no existing instance: new
-    /// instances take the new data; delete the pool's Machines to replace them, as CAPZ
-    /// documents".
+    /// instances take the new data; delete the pool's Machines to replace them (CAPI drains
+    /// each node first); CAPZ documents deleting their AzureMachinePoolMachines".
     pub fn after_rotation(&self) -> String {
         let kind = self.kind;
         match (self.on_rotation, self.reads_bootstrap_data, self.replacement) {
@@ -471,34 +524,54 @@ impl Infrastructure {
                     disabled_by: Some(field),
                 },
             ) => format!(
-                "{kind} replaces the existing instances with an instance refresh, unless {field} is true"
+                "{kind} replaces the existing instances{}, unless {field} is true{}",
+                self.with_replacement(),
+                self.replacement_edges.map_or(String::new(), |e| format!("; {e}"))
             ),
-            (Effect::ReplacesExisting, _, _) => format!("{kind} replaces the existing instances"),
+            (Effect::ReplacesExisting, _, _) => format!(
+                "{kind} replaces the existing instances{}",
+                self.with_replacement()
+            ),
             (Effect::NewInstancesOnly, _, replacement) => {
-                let how = match replacement {
-                    Replacement::DeleteMachinePoolMachines { documented_by }
-                        if documented_by.contains(" docs/") =>
-                    {
-                        format!(
-                            "; delete the pool's Machines to replace them, as {} documents",
-                            self.provider
-                        )
-                    }
-                    Replacement::DeleteMachinePoolMachines { .. } => {
+                let how = match (replacement, self.instance_kind) {
+                    // The provider documents deleting its own instance objects; deleting the
+                    // CAPI Machine does that too, after CAPI drains the node.
+                    (
+                        Replacement::DeleteMachinePoolMachines { documented_by },
+                        Some((instance_kind, _)),
+                    ) if documented_by.contains(" docs/") => format!(
+                        "; delete the pool's Machines to replace them (CAPI drains each node first); {} documents deleting their {instance_kind}s",
+                        self.provider
+                    ),
+                    (Replacement::DeleteMachinePoolMachines { .. }, _) => {
                         "; delete the pool's Machines to replace them".to_string()
                     }
-                    Replacement::Manual { instructions } => {
+                    (Replacement::Manual { instructions }, _) => {
                         format!("; to replace them, {instructions}")
                     }
-                    Replacement::ByProviderOnRotation { .. } | Replacement::NotApplicable => {
-                        String::new()
-                    }
+                    (
+                        Replacement::ByProviderOnRotation { .. } | Replacement::NotApplicable,
+                        _,
+                    ) => String::new(),
                 };
                 format!(
-                    "{kind} replaces no existing instance: new instances take the new data{how}"
+                    "{kind} replaces no existing instance{}: new instances take the new data{how}",
+                    self.inferred()
                 )
             }
         }
+    }
+
+    /// ` with an instance refresh`: how the provider replaces instances itself, for a sentence.
+    fn with_replacement(&self) -> String {
+        self.replaced_with
+            .map_or(String::new(), |with| format!(" with {with}"))
+    }
+
+    /// ` (inferred from Google's API reference)` where the record's effect is inferred.
+    fn inferred(&self) -> String {
+        self.inferred_from
+            .map_or(String::new(), |from| format!(" (inferred from {from})"))
     }
 
     /// What a same-name content change does (for AWSManagedMachinePool with a launch template:
@@ -516,7 +589,8 @@ impl Infrastructure {
                 format!("{kind} replaces the existing instances on new content under the same data Secret")
             }
             (Effect::NewInstancesOnly, _) => format!(
-                "{kind} gives new content under the same data Secret to new instances only"
+                "{kind} gives new content under the same data Secret to new instances only{}",
+                self.inferred()
             ),
         }
     }
@@ -610,7 +684,7 @@ mod tests {
     #[rstest]
     #[case::capa(
         "AWSMachinePool",
-        "AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true"
+        "AWSMachinePool replaces the existing instances with an instance refresh, unless spec.refreshPreferences.disable is true; CAPA v2.11.1 starts none on the first change after an upgrade from a CAPA that did not tag the launch template with the data Secret's name, and does not retry one that fails to start"
     )]
     #[case::eks(
         "AWSManagedMachinePool",
@@ -618,11 +692,11 @@ mod tests {
     )]
     #[case::capz(
         "AzureMachinePool",
-        "AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them, as CAPZ documents"
+        "AzureMachinePool replaces no existing instance: new instances take the new data; delete the pool's Machines to replace them (CAPI drains each node first); CAPZ documents deleting their AzureMachinePoolMachines"
     )]
     #[case::capg(
         "GCPMachinePool",
-        "GCPMachinePool replaces no existing instance: new instances take the new data; to replace them, drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)"
+        "GCPMachinePool replaces no existing instance (inferred from Google's API reference): new instances take the new data; to replace them, drain the nodes, then replace the VMs of the managed instance group from GCP (gcloud compute instance-groups managed rolling-action replace)"
     )]
     #[case::capd(
         "DockerMachinePool",
@@ -654,6 +728,10 @@ mod tests {
         "AzureMachinePool",
         "AzureMachinePool gives new content under the same data Secret to new instances only"
     )]
+    #[case::capg(
+        "GCPMachinePool",
+        "GCPMachinePool gives new content under the same data Secret to new instances only (inferred from Google's API reference)"
+    )]
     #[case::gke(
         "GCPManagedMachinePool",
         "GCPManagedMachinePool never reads bootstrap data: an in-place edit reaches no node"
@@ -665,8 +743,9 @@ mod tests {
 
     /// The records agree with themselves: one per kind, every kind a MachinePool kind of the
     /// infrastructure group, a kind that never reads data has no effect and no replacement,
-    /// one that reads it cites at least one source, and a provider replacement on rotation
-    /// goes with a rotation that replaces.
+    /// one that reads it cites at least one source, a provider replacement on rotation goes
+    /// with a rotation that replaces, a kind that replaces names how (and only such a kind has
+    /// edges to that), and only an effect of new instances only is inferred.
     #[test]
     fn records_are_consistent() {
         for (i, record) in INFRASTRUCTURES.iter().enumerate() {
@@ -689,6 +768,14 @@ mod tests {
             assert_eq!(
                 matches!(record.replacement, Replacement::ByProviderOnRotation { .. }),
                 record.on_rotation == Effect::ReplacesExisting,
+                "{kind}"
+            );
+            let replaces = record.on_rotation == Effect::ReplacesExisting
+                || record.on_content_change == Effect::ReplacesExisting;
+            assert_eq!(replaces, record.replaced_with.is_some(), "{kind}");
+            assert!(record.replacement_edges.is_none() || replaces, "{kind}");
+            assert!(
+                record.inferred_from.is_none() || record.on_rotation == Effect::NewInstancesOnly,
                 "{kind}"
             );
             if let ReadsBootstrapData::When(field) = record.reads_bootstrap_data {

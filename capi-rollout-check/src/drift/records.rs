@@ -55,6 +55,9 @@ pub struct Infra {
     pub deletes_machines: bool,
     /// The knob that turned the provider's own replacement off, when it is set.
     pub replacement_disabled_by: Option<&'static str>,
+    /// How the provider replaces existing instances itself, where it does: "an instance
+    /// refresh", "an EKS managed node group update".
+    pub replaced_with: Option<&'static str>,
 }
 
 pub fn bootstrap(config_kind: &str) -> Option<Bootstrap> {
@@ -139,5 +142,6 @@ pub fn infra(group: &str, kind: &str, object: Option<&Value>) -> Option<Infra> {
             Replacement::DeleteMachinePoolMachines { .. }
         ),
         replacement_disabled_by: disabled_by,
+        replaced_with: record.replaced_with,
     })
 }

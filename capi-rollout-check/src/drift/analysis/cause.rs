@@ -249,13 +249,15 @@ pub(super) fn rotation_cause(p: &Pool, d: &Data, j: &mut Judgement) {
             time::format(secret_created),
             plural(before.len(), "instance", "instances")
         );
+        let how = infra
+            .as_ref()
+            .and_then(|i| i.replaced_with)
+            .map_or(String::new(), |with| format!(" ({with})"));
         match effect {
             Some(Effect::ReplacesExisting) => {
-                summary.push_str(&format!(
-                    "; {infra_label} replaces them itself (instance refresh)"
-                ));
+                summary.push_str(&format!("; {infra_label} replaces them itself{how}"));
                 j.wait.push(format!(
-                    "# {infra_label} replaces them itself (an instance refresh): wait, and watch kubectl get {} {} -n {ns}",
+                    "# {infra_label} replaces them itself{how}: wait, and watch kubectl get {} {} -n {ns}",
                     infra_label.to_lowercase(),
                     infra_ref.as_ref().map(|r| r.2.as_str()).unwrap_or(name)
                 ));

@@ -149,7 +149,8 @@ pub struct Cause {
     pub paths_are_applied_set: bool,
     /// Whether the data Secret was written after the edit; None for a rotation.
     pub in_data_secret: Option<bool>,
-    /// The infrastructure replaces the instances itself (an instance refresh): wait.
+    /// The infrastructure replaces the instances itself (CAPA's instance refresh, an EKS managed
+    /// node group update): wait.
     pub replaced_by_provider: bool,
     pub summary: String,
 }

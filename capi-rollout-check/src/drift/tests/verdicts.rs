@@ -26,7 +26,13 @@ use super::*;
 // CAPA's AWSMachinePool replaces them itself (an instance refresh): wait, no roll.
 #[case::rotation_provider_replaces(
     World::pool(&Pool::new("KubeadmConfig", "AWSMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
-    "stale", "exact", "1/2", &["rotation-not-rolled"], &[WAIT])]
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &[WAIT, "(an instance refresh)"])]
+// An EKS node group with a launch template: EKS updates the managed node group, no Auto
+// Scaling instance refresh.
+#[case::rotation_eks_node_group_update(
+    World::pool(&Pool::new("EKSConfig", "AWSManagedMachinePool"), 100, vec![], 101, 290).machines(&[2, 102])
+        .with(|w| w.infra_pools[0]["spec"] = json!({"awsLaunchTemplate": {"name": "lt"}})),
+    "stale", "exact", "1/2", &["rotation-not-rolled"], &[WAIT, "(an EKS managed node group update)"])]
 // ... unless its refresh is turned off: then it is a no-roll infrastructure.
 #[case::rotation_refresh_disabled(
     World::pool(&Pool::new("KubeadmConfig", "AWSMachinePool"), 100, vec![], 101, 290).machines(&[2, 102])
