@@ -266,6 +266,10 @@ struct RollArgs {
     /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
     #[arg(long)]
     kubectl: Option<String>,
+    /// Take over the pool's Lease when it lapsed: a roll that stopped without releasing it
+    /// (killed, or the API server out of reach as it stopped). Never a Lease still renewed.
+    #[arg(long = "take-over")]
+    take_over: bool,
 }
 
 fn kubectl(
@@ -298,6 +302,7 @@ fn run_roll(args: &RollArgs) -> ExitCode {
         timeout: args.timeout,
         interval: std::time::Duration::from_secs(2),
         interrupted: &interrupt::interrupted,
+        take_over: args.take_over,
     };
     match roll::roll(&cluster, &request, &mut std::io::stdout()) {
         Ok(rolled) => ExitCode::from(rolled.exit_code()),

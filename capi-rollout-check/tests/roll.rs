@@ -17,16 +17,22 @@ const SECRET: &str = r#"{"kind":"Secret","metadata":{"name":"pool-1-b","namespac
 /// maxUnavailable 1, deleting m-a would leave no Ready Machine, so roll waits.
 const MACHINES: &str = r#"{"items":[{"metadata":{"name":"m-a","creationTimestamp":"2026-12-06T02:00:00Z","labels":{"cluster.x-k8s.io/pool-name":"pool-1"}},"status":{"nodeRef":{"name":"n-a"},"conditions":[{"type":"Ready","status":"True"}]}},{"metadata":{"name":"m-b","creationTimestamp":"2026-12-06T03:10:00Z","labels":{"cluster.x-k8s.io/pool-name":"pool-1"}},"status":{}}]}"#;
 
-/// A kubectl stand-in in `dir`: answers get/auth/list from the constants, writes each call to
-/// `calls`; `on_list` runs when the Machines are listed.
+/// A kubectl stand-in in `dir`: answers get/auth/list from the constants, keeps the Lease in
+/// the file `lease` as the API server keeps it (a create of an existing one fails), writes each
+/// call to `calls`; `on_list` runs when the Machines are listed.
 fn kubectl(dir: &Path, can_delete: bool, on_list: &str) -> PathBuf {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).unwrap();
     let calls = dir.join("calls");
+    let lease = dir.join("lease");
     let script = format!(
         "#!/bin/sh\necho \"$*\" >> '{calls}'\ncase \"$*\" in\n\
-         *'auth can-i delete'*) echo {delete}; [ {delete} = yes ];;\n\
+         *'auth can-i delete machines'*) echo {delete}; [ {delete} = yes ];;\n\
          *'auth can-i'*) echo yes;;\n\
+         'create -f -'*) if [ -e '{lease}' ]; then echo 'Error from server (AlreadyExists): error when creating \"STDIN\": leases.coordination.k8s.io \"capi-rollout-check-roll-pool-1\" already exists' >&2; exit 1; fi; cat > '{lease}';;\n\
+         *'get leases'*) [ -e '{lease}' ] && cat '{lease}';;\n\
+         *'patch leases'*) :;;\n\
+         *'delete leases'*) rm '{lease}';;\n\
          *'get machinepools'*) echo '{POOL}';;\n\
          *'get dockermachinepools'*) echo '{{\"kind\":\"DockerMachinePool\",\"metadata\":{{\"name\":\"pool-1\"}},\"spec\":{{}}}}';;\n\
          *'get kubeadmconfigs'*) echo '{CONFIG}';;\n\
@@ -34,6 +40,7 @@ fn kubectl(dir: &Path, can_delete: bool, on_list: &str) -> PathBuf {
          *'get machines'*) {on_list}; echo '{MACHINES}';;\n\
          *) echo \"unexpected: $*\" >&2; exit 1;;\nesac\n",
         calls = calls.display(),
+        lease = lease.display(),
         delete = if can_delete { "yes" } else { "no" },
     );
     let path = dir.join("kubectl");
@@ -50,9 +57,9 @@ fn calls(dir: &Path) -> String {
     fs::read_to_string(dir.join("calls")).unwrap_or_default()
 }
 
-/// Whether the stand-in was asked to delete anything.
+/// Whether the stand-in was asked to delete a Machine.
 fn deleted(dir: &Path) -> bool {
-    calls(dir).lines().any(|l| l.starts_with("delete "))
+    calls(dir).lines().any(|l| l.starts_with("delete machines"))
 }
 
 #[test]
@@ -105,9 +112,71 @@ fn ctrl_c_while_waiting() {
     assert_eq!(r.code, 130, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stderr,
-        "capi-rollout-check roll: interrupted: 0 Machines deleted so far; roll kept at least 1 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet\n"
+        "capi-rollout-check roll: interrupted: 0 Machines deleted so far; roll kept at least 1 Ready by its own deletes; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet\n"
     );
     assert!(!deleted(&dir), "{}", calls(&dir));
+    assert!(
+        calls(&dir)
+            .contains("delete leases.coordination.k8s.io capi-rollout-check-roll-pool-1 -n fleet"),
+        "{}",
+        calls(&dir)
+    );
+    assert!(!dir.join("lease").exists(), "the Lease released on Ctrl-C");
+}
+
+/// A second roll of the pool while a first holds its Lease: refused at once, exit 4.
+#[test]
+fn a_second_roll_is_refused_at_once() {
+    let dir = dir("roll-held");
+    let kubectl = kubectl(&dir, true, ":");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let at = capi_rollout_check::drift::time::format(now - 5);
+    fs::write(
+        dir.join("lease"),
+        format!(r#"{{"kind":"Lease","metadata":{{"name":"capi-rollout-check-roll-pool-1"}},"spec":{{"holderIdentity":"bob@ops pid 7","leaseDurationSeconds":60,"acquireTime":"{at}","renewTime":"{at}"}}}}"#),
+    )
+    .unwrap();
+    let r = common::run(
+        &[
+            "roll",
+            "machinepool/pool-1",
+            "-n",
+            "fleet",
+            "--kubectl",
+            kubectl.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 4, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.starts_with("capi-rollout-check roll: MachinePool fleet/pool-1 is being rolled by another roll: Lease fleet/capi-rollout-check-roll-pool-1 (bob@ops pid 7 took it "), "{}", r.stderr);
+    assert_eq!(r.stdout, "");
+    assert!(!deleted(&dir), "{}", calls(&dir));
+    assert!(dir.join("lease").exists(), "the other roll's Lease stays");
+}
+
+#[test]
+fn no_kubectl_exits_2_before_anything() {
+    let r = common::run(
+        &[
+            "roll",
+            "machinepool/pool-1",
+            "-n",
+            "fleet",
+            "--kubectl",
+            "/nonexistent/kubectl",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.starts_with("capi-rollout-check roll: kubectl get machinepools.cluster.x-k8s.io pool-1 -o json --ignore-not-found -n fleet: cannot run /nonexistent/kubectl: "), "{}", r.stderr);
+    assert!(
+        r.stderr.ends_with("(set --kubectl or KUBECTL)\n"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -3,26 +3,31 @@
 //! Machines launched before the pool's data Secret, a few at a time, and let the provider
 //! scale back up with the current data.
 //!
-//! Safety: RBAC is checked before the first delete; before each delete the pool keeps at least
-//! replicas minus maxUnavailable Ready Machines; after each delete it waits for the
-//! replacement to be Ready. Nothing is remembered between runs: each step is recomputed from
+//! Safety: RBAC is checked before the first write; one roll per pool (a Lease, lease.rs);
+//! just before each delete the pool and its Machines are read again and the budget recomputed
+//! from the pool's replicas as they are then, so the pool keeps at least replicas minus
+//! maxUnavailable Ready Machines by roll's own deletes; after each step it waits for the
+//! replacements to be Ready. Nothing is remembered between runs: each step is recomputed from
 //! the cluster, so a run stopped by a timeout or Ctrl-C is resumed by running it again.
 
 #![allow(clippy::result_large_err)]
 
+pub mod lease;
 pub mod plan;
 pub mod pool;
 pub mod report;
+mod steps;
 
 use std::fmt;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::rotate::cluster::{Cluster, ClusterError};
+use crate::rotate::cluster::{Cluster, ClusterError, Fault};
 use crate::rotate::plan::{key_of, ConfigRef};
-use plan::{fresh_ready, next, plural, ready_count, Budget, Instance, MaxUnavailable, Next};
+use lease::LEASES;
+use plan::{Budget, MaxUnavailable};
 use pool::{PoolInfra, Route, MACHINES, SECRETS};
 
 pub const POOLS: &str = "machinepools.cluster.x-k8s.io";
@@ -31,6 +36,7 @@ pub const POOLS: &str = "machinepools.cluster.x-k8s.io";
 pub const EXIT_BY_HAND: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 pub const EXIT_TIMED_OUT: u8 = 3;
+pub const EXIT_HELD: u8 = 4;
 pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Where maxUnavailable is read on the infrastructure object (CAPZ's AzureMachinePool).
@@ -48,6 +54,8 @@ pub struct Request<'a> {
     pub interval: Duration,
     /// Whether the person asked to stop (Ctrl-C).
     pub interrupted: &'a dyn Fn() -> bool,
+    /// Take over the pool's Lease if it lapsed (a roll that stopped without releasing it).
+    pub take_over: bool,
 }
 
 /// How a roll ended without an error.
@@ -78,8 +86,13 @@ pub enum RollError {
     /// Unusable input or a state roll refuses to act in: nothing was deleted.
     Input(String),
     Cluster(ClusterError),
+    /// An error the roll cannot go on from (a refused request, the pool gone): what was done,
+    /// and how to go on.
+    Stopped(String),
     /// A step's timeout passed: what was done, and how to go on.
     TimedOut(String),
+    /// Another roll holds the pool's Lease (or took it over): who, since when.
+    Held(String),
     /// Ctrl-C: what was done, and how to go on.
     Interrupted(String),
 }
@@ -87,10 +100,16 @@ pub enum RollError {
 impl RollError {
     pub fn exit_code(&self) -> u8 {
         match self {
-            RollError::Input(_) | RollError::Cluster(_) => EXIT_ERROR,
+            RollError::Input(_) | RollError::Cluster(_) | RollError::Stopped(_) => EXIT_ERROR,
             RollError::TimedOut(_) => EXIT_TIMED_OUT,
+            RollError::Held(_) => EXIT_HELD,
             RollError::Interrupted(_) => EXIT_INTERRUPTED,
         }
+    }
+
+    /// Worth another try: the API server busy or out of reach for a moment.
+    fn transient(&self) -> bool {
+        matches!(self, RollError::Cluster(e) if e.fault() == Fault::Transient)
     }
 }
 
@@ -98,9 +117,11 @@ impl fmt::Display for RollError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RollError::Cluster(e) => e.fmt(f),
-            RollError::Input(m) | RollError::TimedOut(m) | RollError::Interrupted(m) => {
-                f.write_str(m)
-            }
+            RollError::Input(m)
+            | RollError::Stopped(m)
+            | RollError::TimedOut(m)
+            | RollError::Held(m)
+            | RollError::Interrupted(m) => f.write_str(m),
         }
     }
 }
@@ -188,9 +209,18 @@ fn data_secret(cluster: &dyn Cluster, pool: &Value) -> Result<(String, String), 
     Ok((secret.to_string(), created))
 }
 
-/// `kubectl auth can-i` for every verb roll uses, before the first write.
+/// `kubectl auth can-i` for every verb roll uses, before the first write: the Machines, the
+/// data Secret, and the Lease that holds other rolls off.
 pub fn check_rbac(cluster: &dyn Cluster, namespace: &str) -> Result<(), RollError> {
-    for (verb, resource) in [("list", MACHINES), ("get", SECRETS), ("delete", MACHINES)] {
+    for (verb, resource) in [
+        ("list", MACHINES),
+        ("get", SECRETS),
+        ("delete", MACHINES),
+        ("create", LEASES),
+        ("get", LEASES),
+        ("patch", LEASES),
+        ("delete", LEASES),
+    ] {
         if !cluster.can_i(verb, resource, namespace)? {
             return Err(ClusterError::Forbidden {
                 verb: verb.into(),
@@ -204,10 +234,15 @@ pub fn check_rbac(cluster: &dyn Cluster, namespace: &str) -> Result<(), RollErro
     Ok(())
 }
 
-/// The budget, and how to say it: `maxUnavailable 1`, `maxUnavailable 25% of 4 = 1`.
-fn budget(infra: &PoolInfra, replicas: u32) -> Result<(Budget, String), RollError> {
-    let max = MaxUnavailable::parse(infra.field(MAX_UNAVAILABLE))
-        .map_err(|e| RollError::Input(format!("{} {MAX_UNAVAILABLE}: {e}", infra.name())))?;
+/// The pool's maxUnavailable, as its infrastructure object writes it: absent (or the object
+/// unread), 1.
+fn max_unavailable(infra: &PoolInfra) -> Result<MaxUnavailable, RollError> {
+    MaxUnavailable::parse(infra.field(MAX_UNAVAILABLE))
+        .map_err(|e| RollError::Input(format!("{} {MAX_UNAVAILABLE}: {e}", infra.name())))
+}
+
+/// The budget for `replicas`, and how to say it: `maxUnavailable 1`, `maxUnavailable 25% of 4 = 1`.
+fn budget(max: MaxUnavailable, replicas: u32) -> (Budget, String) {
     let budget = Budget::new(replicas, max);
     let said = match max {
         MaxUnavailable::Count(n) if n == budget.max_unavailable => format!("maxUnavailable {n}"),
@@ -220,7 +255,17 @@ fn budget(infra: &PoolInfra, replicas: u32) -> Result<(Budget, String), RollErro
             budget.max_unavailable
         ),
     };
-    Ok((budget, said))
+    (budget, said)
+}
+
+/// Before the first write, a cluster that does not answer is said as such.
+fn before_writing(e: RollError) -> RollError {
+    if e.transient() {
+        return RollError::Input(format!(
+            "the cluster did not answer: {e}; nothing was written"
+        ));
+    }
+    e
 }
 
 /// Replaces the stale Machines of the pool `request` names. Writes what it does to `out`.
@@ -229,67 +274,90 @@ pub fn roll(
     request: &Request,
     out: &mut dyn Write,
 ) -> Result<Rolled, RollError> {
-    let pool = read_pool(cluster, request)?;
+    let pool = read_pool(cluster, request).map_err(before_writing)?;
     let key = key_of(&pool);
     let Some(infra) = pool::read(cluster, &pool, &key.namespace) else {
         return Err(RollError::Input(format!(
             "{key} has no spec.template.spec.infrastructureRef: roll cannot tell how to replace its instances"
         )));
     };
+    if let Route::Unread { depends_on, why } = infra.route() {
+        return Err(RollError::Input(format!(
+            "{}; roll deletes nothing",
+            infra.unread_line(&depends_on, &why)
+        )));
+    }
     if infra.route() != Route::DeleteMachines {
         return Ok(not_by_deleting(&infra, out));
     }
-    check_rbac(cluster, &key.namespace)?;
-    let (secret, created) = data_secret(cluster, &pool)?;
-    let replicas = pool::replicas(&pool);
-    let (budget, said) = budget(&infra, replicas)?;
-    let machines = pool::instances(cluster, &key.namespace, &key.name)?;
-    let _ = writeln!(
-        out,
-        "{key}: infrastructure {}; data Secret {secret}, created {created}",
-        infra.named()
-    );
-    let _ = writeln!(out, "{key}: {replicas} replicas, {said}: {budget}");
-    let stale = plan::stale(&machines, &created);
-    let leaving = matches!(next(&machines, &created, budget), Next::Leaving(_));
-    if stale.is_empty() && !leaving {
-        let _ = writeln!(
-            out,
-            "{key}: nothing to replace: every Machine was launched after data Secret {secret}"
-        );
-        return Ok(Rolled::NothingToDo);
-    }
-    if !stale.is_empty() {
-        let _ = writeln!(
-            out,
-            "{key}: {} of {} Machines were launched before data Secret {secret}; in this order:",
-            stale.len(),
-            machines.len()
-        );
-    }
-    for (i, m) in stale.iter().enumerate() {
-        let state = if m.ready { "Ready" } else { "not Ready" };
-        let _ = writeln!(
-            out,
-            "  {}. Machine {}/{} (launched {}, {state})",
-            i + 1,
-            key.namespace,
-            m.name,
-            m.created
-        );
-    }
-    if request.dry_run {
-        let _ = writeln!(out, "(dry run) nothing was deleted");
-        return Ok(Rolled::DryRun);
-    }
-    let target = Target {
+    check_rbac(cluster, &key.namespace).map_err(before_writing)?;
+    let (secret, created) = data_secret(cluster, &pool).map_err(before_writing)?;
+    let max = max_unavailable(&infra)?;
+    let target = steps::Target {
         namespace: key.namespace.clone(),
         pool: key.name.clone(),
         secret,
         created,
-        budget,
+        max,
+        infra: infra.named(),
+        unread: infra.unread.clone(),
+        replicas: std::cell::Cell::new(0),
     };
-    steps(cluster, request, &target, out)
+    if request.dry_run {
+        target.plan(cluster, &pool, out).map_err(before_writing)?;
+        let _ = writeln!(out, "(dry run) nothing was deleted");
+        return Ok(Rolled::DryRun);
+    }
+    let held = lease::acquire(
+        cluster,
+        &key.namespace,
+        &key.name,
+        &lease::identity(),
+        request.take_over,
+    )
+    .map_err(before_writing)?;
+    let rolled = target
+        .plan(cluster, &pool, out)
+        .map_err(before_writing)
+        .and_then(|nothing| match nothing {
+            Some(done) => Ok(done),
+            None => steps::run(cluster, request, &target, &held, out),
+        });
+    release(cluster, &held, rolled, out)
+}
+
+/// Releases the Lease whatever the roll's end; one that cannot be released is said, with when
+/// it lapses and how the next roll takes it.
+fn release(
+    cluster: &dyn Cluster,
+    held: &lease::Lease,
+    rolled: Result<Rolled, RollError>,
+    out: &mut dyn Write,
+) -> Result<Rolled, RollError> {
+    if matches!(rolled, Err(RollError::Held(_))) {
+        // Taken over or deleted by someone else: not this roll's to release.
+        return rolled;
+    }
+    let Err(e) = held.release(cluster) else {
+        return rolled;
+    };
+    let left = format!(
+        "{} is left ({e}): it lapses at {} (60s after its last renewal); then the next roll \
+         takes it with --take-over",
+        held.shown(),
+        held.lapses_at()
+    );
+    match rolled {
+        Ok(done) => {
+            let _ = writeln!(out, "{left}");
+            Ok(done)
+        }
+        Err(RollError::Stopped(m)) => Err(RollError::Stopped(format!("{m}; {left}"))),
+        Err(RollError::TimedOut(m)) => Err(RollError::TimedOut(format!("{m}; {left}"))),
+        Err(RollError::Interrupted(m)) => Err(RollError::Interrupted(format!("{m}; {left}"))),
+        Err(RollError::Input(m)) => Err(RollError::Input(format!("{m}; {left}"))),
+        Err(other) => Err(RollError::Stopped(format!("{other}; {left}"))),
+    }
 }
 
 /// What `roll` prints, and returns, on an infrastructure where deleting Machines is not the way.
@@ -298,7 +366,8 @@ fn not_by_deleting(infra: &PoolInfra, out: &mut dyn Write) -> Rolled {
     let (line, rolled) = match infra.route() {
         Route::Provider { disabled_by } => (
             format!(
-                "{named} replaces the instances itself on a rotation (an instance refresh){}: roll deletes nothing",
+                "{named} replaces the instances itself on a rotation ({}){}: roll deletes nothing",
+                infra.replaces_them(),
                 disabled_by.map_or(String::new(), |p| format!("; {p}: true turns that off"))
             ),
             Rolled::NotNeeded,
@@ -328,245 +397,10 @@ fn not_by_deleting(infra: &PoolInfra, out: &mut dyn Write) -> Rolled {
             ),
             Rolled::ByHand,
         ),
-        Route::DeleteMachines => unreachable!("handled by roll"),
+        Route::DeleteMachines | Route::Unread { .. } => unreachable!("handled by roll"),
     };
     let _ = writeln!(out, "{line}");
     rolled
-}
-
-/// The pool being rolled and its limits.
-struct Target {
-    namespace: String,
-    pool: String,
-    secret: String,
-    created: String,
-    budget: Budget,
-}
-
-/// How a wait ended.
-enum Waited<T> {
-    Found(T),
-    TimedOut,
-    Interrupted,
-}
-
-/// Polls `check` until it answers, `request.timeout` passes (in time, or in polls: a fake
-/// cluster does not sleep) or the person interrupts.
-fn wait<T>(
-    cluster: &dyn Cluster,
-    request: &Request,
-    mut check: impl FnMut() -> Result<Option<T>, ClusterError>,
-) -> Result<Waited<T>, ClusterError> {
-    let start = Instant::now();
-    let interval = request.interval.max(Duration::from_millis(1));
-    let polls = request.timeout.as_millis() / interval.as_millis();
-    for poll in 0.. {
-        if (request.interrupted)() {
-            return Ok(Waited::Interrupted);
-        }
-        if let Some(found) = check()? {
-            return Ok(Waited::Found(found));
-        }
-        if poll >= polls || start.elapsed() >= request.timeout {
-            return Ok(Waited::TimedOut);
-        }
-        cluster.pause(interval);
-    }
-    unreachable!("the loop returns")
-}
-
-/// Where a stopped run leaves the pool, and how to go on.
-fn stopped(target: &Target, deleted: usize, why: String, interrupted: bool) -> RollError {
-    let message = format!(
-        "{why}: {deleted} Machine{} deleted so far; roll kept at least {} Ready; re-run the same \
-         command to go on: capi-rollout-check roll machinepool/{} -n {}",
-        plural(deleted),
-        target.budget.floor,
-        target.pool,
-        target.namespace
-    );
-    if interrupted {
-        RollError::Interrupted(message)
-    } else {
-        RollError::TimedOut(message)
-    }
-}
-
-/// The steps: delete what the budget allows, wait for the replacements, again, until no stale
-/// Machine is left.
-fn steps(
-    cluster: &dyn Cluster,
-    request: &Request,
-    target: &Target,
-    out: &mut dyn Write,
-) -> Result<Rolled, RollError> {
-    let (ns, created) = (&target.namespace, &target.created);
-    let read = || pool::instances(cluster, ns, &target.pool);
-    let mut deleted = 0;
-    let mut step = 0;
-    loop {
-        if (request.interrupted)() {
-            return Err(stopped(target, deleted, "interrupted".into(), true));
-        }
-        let machines = read()?;
-        let batch = match next(&machines, created, target.budget) {
-            Next::Done => {
-                let _ = writeln!(
-                    out,
-                    "MachinePool {ns}/{}: done: {deleted} Machine{} replaced; every Machine was launched after data Secret {}",
-                    target.pool,
-                    plural(deleted),
-                    target.secret
-                );
-                return Ok(Rolled::Replaced(deleted));
-            }
-            Next::Leaving(n) => {
-                let _ = writeln!(
-                    out,
-                    "waiting: {n} Machine{} launched before data Secret {} still being deleted",
-                    plural(n as usize),
-                    target.secret
-                );
-                let why = format!(
-                    "timed out after {}s waiting for Machines being deleted",
-                    request.timeout.as_secs()
-                );
-                wait_until(cluster, request, target, deleted, why, |next| {
-                    !matches!(next, Next::Leaving(_))
-                })?;
-                continue;
-            }
-            Next::Blocked { ready, needed } => {
-                let _ = writeln!(
-                    out,
-                    "waiting: {ready} of {} Machines Ready, {needed} needed before the next delete",
-                    target.budget.replicas
-                );
-                let why = format!(
-                    "timed out after {}s waiting for {needed} Ready Machines",
-                    request.timeout.as_secs()
-                );
-                wait_until(cluster, request, target, deleted, why, |next| {
-                    !matches!(next, Next::Blocked { .. })
-                })?;
-                continue;
-            }
-            Next::Delete(batch) => batch,
-        };
-        step += 1;
-        deleted = delete_batch(
-            cluster,
-            request,
-            target,
-            &machines,
-            &batch,
-            (step, deleted),
-            out,
-        )?;
-        await_replacements(
-            cluster, request, target, &machines, &batch, step, deleted, out,
-        )?;
-    }
-}
-
-/// Waits until the next step, recomputed from the cluster, is one `ready` accepts.
-fn wait_until(
-    cluster: &dyn Cluster,
-    request: &Request,
-    target: &Target,
-    deleted: usize,
-    why: String,
-    ready: impl Fn(&Next) -> bool,
-) -> Result<(), RollError> {
-    let waited = wait(cluster, request, || {
-        let machines = pool::instances(cluster, &target.namespace, &target.pool)?;
-        Ok(ready(&next(&machines, &target.created, target.budget)).then_some(()))
-    })?;
-    match waited {
-        Waited::Found(()) => Ok(()),
-        Waited::TimedOut => Err(stopped(target, deleted, why, false)),
-        Waited::Interrupted => Err(stopped(target, deleted, "interrupted".into(), true)),
-    }
-}
-
-/// Deletes the batch, one Machine after the other (none after an interruption): the Machines
-/// deleted so far, `deleted` before it.
-fn delete_batch(
-    cluster: &dyn Cluster,
-    request: &Request,
-    target: &Target,
-    machines: &[Instance],
-    batch: &[String],
-    (step, deleted): (usize, usize),
-    out: &mut dyn Write,
-) -> Result<usize, RollError> {
-    let ns = &target.namespace;
-    let mut done = deleted;
-    for name in batch {
-        if (request.interrupted)() {
-            return Err(stopped(target, done, "interrupted".into(), true));
-        }
-        cluster.delete(MACHINES, ns, name)?;
-        done += 1;
-        let launched = machines
-            .iter()
-            .find(|m| &m.name == name)
-            .map_or("", |m| m.created.as_str());
-        let _ = writeln!(
-            out,
-            "step {step}: deleted Machine {ns}/{name} (launched {launched})"
-        );
-    }
-    Ok(done)
-}
-
-/// Waits until the batch's Machines are gone and as many new Ready Machines have joined.
-#[allow(clippy::too_many_arguments)]
-fn await_replacements(
-    cluster: &dyn Cluster,
-    request: &Request,
-    target: &Target,
-    before: &[Instance],
-    batch: &[String],
-    step: usize,
-    deleted: usize,
-    out: &mut dyn Write,
-) -> Result<(), RollError> {
-    let (ns, created) = (&target.namespace, &target.created);
-    let fresh_before = fresh_ready(before, created);
-    let known: Vec<&str> = before
-        .iter()
-        .filter(|m| m.ready)
-        .map(|m| m.name.as_str())
-        .collect();
-    let waited = wait(cluster, request, || {
-        let machines = pool::instances(cluster, ns, &target.pool)?;
-        Ok(plan::replaced(&machines, batch, created, fresh_before).then_some(machines))
-    })?;
-    let machines = match waited {
-        Waited::Found(m) => m,
-        Waited::TimedOut => {
-            let why = format!(
-                "timed out after {}s waiting for the replacement of {}",
-                request.timeout.as_secs(),
-                batch.join(", ")
-            );
-            return Err(stopped(target, deleted, why, false));
-        }
-        Waited::Interrupted => return Err(stopped(target, deleted, "interrupted".into(), true)),
-    };
-    let ready = ready_count(&machines);
-    for m in machines
-        .iter()
-        .filter(|m| m.ready && !m.stale(created) && !known.contains(&m.name.as_str()))
-    {
-        let _ = writeln!(
-            out,
-            "step {step}: Machine {ns}/{} is Ready (launched {}): {ready} of {} Machines Ready",
-            m.name, m.created, target.budget.replicas
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]

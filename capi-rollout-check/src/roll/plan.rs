@@ -20,6 +20,9 @@ pub struct Instance {
     pub ready: bool,
     /// A deletionTimestamp: on its way out, not Ready, not deleted again.
     pub deleting: bool,
+    /// The deletionTimestamp and the finalizers that hold it: what to name when it stays.
+    pub deleting_since: String,
+    pub finalizers: Vec<String>,
 }
 
 impl Instance {
@@ -45,11 +48,21 @@ impl Instance {
         let deleting = machine
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null());
+        let finalizers = machine
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect();
         Instance {
             name: text("/metadata/name"),
             created: text("/metadata/creationTimestamp"),
             ready: node && ready_condition && !deleting,
             deleting,
+            deleting_since: text("/metadata/deletionTimestamp"),
+            finalizers,
         }
     }
 
@@ -159,14 +172,6 @@ pub fn ready_count(instances: &[Instance]) -> u32 {
     instances.iter().filter(|i| i.ready).count() as u32
 }
 
-/// Ready Machines launched after the data Secret: the replacements.
-pub fn fresh_ready(instances: &[Instance], secret_created: &str) -> u32 {
-    instances
-        .iter()
-        .filter(|i| i.ready && !i.stale(secret_created))
-        .count() as u32
-}
-
 /// What to do next.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
@@ -220,16 +225,17 @@ pub fn next(instances: &[Instance], secret_created: &str, budget: Budget) -> Nex
     Next::Delete(batch)
 }
 
-/// Whether the step that deleted `deleted` is over: those Machines are gone and as many new
-/// Ready Machines (launched after the data Secret) have joined as were deleted.
-pub fn replaced(
+/// Whether the step that deleted `deleted` is over: those Machines are gone, and the pool has
+/// as many Ready Machines as before the step, or as its replicas now when it was scaled down
+/// meanwhile (CAPI then makes fewer replacements, or none).
+pub fn step_over(
     instances: &[Instance],
     deleted: &[String],
-    secret_created: &str,
-    fresh_ready_before: u32,
+    ready_before: u32,
+    replicas: u32,
 ) -> bool {
     let gone = !instances.iter().any(|i| deleted.contains(&i.name));
-    gone && fresh_ready(instances, secret_created) >= fresh_ready_before + deleted.len() as u32
+    gone && ready_count(instances) >= ready_before.min(replicas)
 }
 
 #[cfg(test)]
@@ -251,6 +257,8 @@ mod tests {
                     created: format!("2026-12-06T02:{:0>2}:00Z", parts[1]),
                     ready: parts[2] == "R",
                     deleting: parts[2] == "D",
+                    deleting_since: String::new(),
+                    finalizers: vec![],
                 }
             })
             .collect()
@@ -354,7 +362,7 @@ mod tests {
                 panic!("expected a delete, machines {machines:?}");
             };
             assert_eq!(batch.join(","), step);
-            let before = fresh_ready(&machines, SECRET);
+            let before = ready_count(&machines);
             machines.retain(|m| !batch.contains(&m.name));
             assert!(ready_count(&machines) >= budget.floor);
             // Interrupted here: the replacements come up without us; a re-run sees them
@@ -363,16 +371,41 @@ mod tests {
                 launched += 1;
                 machines.extend(pool(&format!("n{launched}:{launched}:N")));
             }
-            assert!(!replaced(&machines, &batch, SECRET, before));
+            assert!(!step_over(&machines, &batch, before, replicas));
             let left = machines.iter().any(|m| m.stale(SECRET));
             let blocked = matches!(next(&machines, SECRET, budget), Next::Blocked { .. });
             assert_eq!(blocked, left, "{machines:?}");
             for m in machines.iter_mut() {
                 m.ready = true;
             }
-            assert!(replaced(&machines, &batch, SECRET, before));
+            assert!(step_over(&machines, &batch, before, replicas));
         }
         assert_eq!(next(&machines, SECRET, budget), Next::Done);
+    }
+
+    /// The end of a step as the pool's replicas move under it.
+    #[rstest]
+    #[case::replaced("n1:40:R b:11:R c:12:R", 3, 3, true)]
+    #[case::the_deleted_one_still_there("a:10:D n1:40:R b:11:R c:12:R", 3, 3, false)]
+    #[case::its_replacement_not_ready("n1:40:N b:11:R c:12:R", 3, 3, false)]
+    #[case::scaled_down_meanwhile_no_replacement_needed("b:11:R c:12:R", 3, 2, true)]
+    #[case::scaled_up_meanwhile_back_to_before_is_enough(
+        "n1:40:R b:11:R c:12:R n2:41:N",
+        3,
+        4,
+        true
+    )]
+    #[case::another_machine_lost_meanwhile("n1:40:R b:11:R c:12:N", 3, 3, false)]
+    fn the_end_of_a_step(
+        #[case] machines: &str,
+        #[case] ready_before: u32,
+        #[case] replicas: u32,
+        #[case] over: bool,
+    ) {
+        assert_eq!(
+            step_over(&pool(machines), &["a".to_string()], ready_before, replicas),
+            over
+        );
     }
 
     #[rstest]

@@ -52,6 +52,8 @@ pub struct PoolInfra {
     pub reference: InfraRef,
     pub namespace: String,
     pub object: Option<Value>,
+    /// Why `object` is empty: not found, or the API server's refusal (RBAC).
+    pub unread: Option<String>,
     pub record: Option<&'static Infrastructure>,
 }
 
@@ -78,10 +80,30 @@ impl PoolInfra {
         self.object.as_ref()?.pointer(&pointer)
     }
 
+    /// What happens to the instances on a rotation. What depends on a field of an object
+    /// that could not be read is [`Route::Unread`]: never a guess.
     pub fn route(&self) -> Route {
         let Some(record) = self.record else {
             return Route::Unknown;
         };
+        if let Some(why) = &self.unread {
+            let depends_on = match (record.reads_bootstrap_data, &record.replacement) {
+                (ReadsBootstrapData::When(field), _) => Some(Depends::ReadsOnlyWith(field)),
+                (
+                    _,
+                    Replacement::ByProviderOnRotation {
+                        disabled_by: Some(field),
+                    },
+                ) => Some(Depends::DisabledBy(field)),
+                _ => None,
+            };
+            if let Some(depends_on) = depends_on {
+                return Route::Unread {
+                    depends_on,
+                    why: why.clone(),
+                };
+            }
+        }
         match record.reads_bootstrap_data {
             ReadsBootstrapData::Never => return Route::NotRead { unless: None },
             ReadsBootstrapData::When(field) if self.field(field).is_none_or(Value::is_null) => {
@@ -125,21 +147,75 @@ pub enum Route {
     NotRead { unless: Option<&'static str> },
     /// A kind the policy has no record of.
     Unknown,
+    /// The object could not be read (`why`), and what the provider does depends on it.
+    Unread { depends_on: Depends, why: String },
+}
+
+/// The field of an unread infrastructure object the answer depends on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Depends {
+    /// Bootstrap data is read only with this field set (EKS's `spec.awsLaunchTemplate`).
+    ReadsOnlyWith(&'static str),
+    /// The provider replaces the instances unless this field is true.
+    DisabledBy(&'static str),
+}
+
+impl PoolInfra {
+    /// What the provider does to the existing instances when it replaces them on a rotation,
+    /// in the record's words: `an instance refresh`, `an EKS managed node group update`.
+    pub fn replaces_them(&self) -> String {
+        match self.record {
+            Some(r) => r.replaced_with.map_or_else(
+                || format!("{} rolls them to the new data", r.provider),
+                str::to_string,
+            ),
+            None => "the provider rolls them to the new data".into(),
+        }
+    }
+
+    /// What each case of an unread object would mean, and the RBAC to read it.
+    pub fn unread_line(&self, depends_on: &Depends, why: &str) -> String {
+        let cases = match depends_on {
+            Depends::ReadsOnlyWith(field) => format!(
+                "if it has {field}, {} replaces every instance on a rotation ({}); if not, it never \
+                 reads bootstrap data and a rotation changes no instance",
+                self.record.map_or("the provider", |r| r.provider),
+                self.replaces_them()
+            ),
+            Depends::DisabledBy(field) => format!(
+                "unless {field} is true, {} replaces the existing instances on a rotation ({}); \
+                 with it true, none is replaced",
+                self.record.map_or("the provider", |r| r.provider),
+                self.replaces_them()
+            ),
+        };
+        format!(
+            "{}: cannot read it ({why}; it needs: kubectl auth can-i get {} -n {}), so \
+             capi-rollout-check cannot tell what happens to the existing instances: {cases}",
+            self.named(),
+            self.reference.resource(),
+            self.namespace
+        )
+    }
 }
 
 /// The pool's infrastructure: `None` when the pool has no infrastructureRef. An object that
 /// cannot be read (absent, or RBAC) leaves `object` empty: the record alone still answers.
 pub fn read(cluster: &dyn Cluster, pool: &Value, namespace: &str) -> Option<PoolInfra> {
     let reference = InfraRef::of(pool)?;
-    let object = cluster
-        .get(&reference.resource(), Some(namespace), &reference.name)
-        .ok()
-        .flatten();
+    let (object, unread) =
+        match cluster.get(&reference.resource(), Some(namespace), &reference.name) {
+            Ok(Some(object)) => (Some(object), None),
+            Ok(None) => (None, Some("not found".to_string())),
+            Err(ClusterError::Forbidden { .. }) => (None, Some("RBAC: forbidden".to_string())),
+            Err(e) => (None, Some(e.to_string())),
+        };
     let record = infrastructure(&reference.group, &reference.kind);
     Some(PoolInfra {
         reference,
         namespace: namespace.to_string(),
         object,
+        unread,
         record,
     })
 }

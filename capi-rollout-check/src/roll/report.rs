@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use capi_rollout_check::drift::time;
+
 use super::plan::{plural, Instance};
 use super::pool::{self, PoolInfra, Route};
 use crate::rotate::cluster::Cluster;
@@ -66,27 +68,12 @@ fn provider_replaces(
     let named = infra.named();
     let aws = infra.reference.kind == "AWSMachinePool";
     let off = disabled_by.map_or(String::new(), |p| format!(" ({p}: true turns it off)"));
-    let what = if aws {
-        "an instance refresh of its Auto Scaling group".to_string()
-    } else {
-        format!(
-            "{} rolls them to the new data",
-            infra.record.map_or("", |r| r.provider)
-        )
-    };
-    let _ = writeln!(out, "{named} replaces the existing instances: {what}{off}");
-    if !aws {
-        return After::Said;
-    }
-    if infra.object.is_none() {
-        let _ = writeln!(
-            out,
-            "{}: cannot read it, so the instance refresh is not followed (kubectl get {} {} -n {})",
-            infra.name(),
-            infra.reference.resource(),
-            infra.reference.name,
-            infra.namespace
-        );
+    let _ = writeln!(
+        out,
+        "{named} replaces the existing instances: {}{off}",
+        infra.replaces_them()
+    );
+    if !aws || infra.object.is_none() {
         return After::Said;
     }
     After::Refresh(Box::new(infra))
@@ -130,6 +117,10 @@ pub fn after_rotation(
             );
             return After::Said;
         }
+        Route::Unread { depends_on, why } => {
+            let _ = writeln!(out, "{}", infra.unread_line(depends_on, why));
+            return After::Said;
+        }
         Route::Unknown => {
             let _ = writeln!(
                 out,
@@ -150,7 +141,13 @@ pub fn after_rotation(
             ),
         ),
         Route::Manual { instructions } => (
-            " on a rotation".into(),
+            format!(
+                " on a rotation{}",
+                infra
+                    .record
+                    .and_then(|r| r.inferred_from)
+                    .map_or(String::new(), |f| format!(" (inferred from {f})"))
+            ),
             format!("replace them by hand: {instructions}"),
         ),
         Route::DeleteMachines => (
@@ -200,17 +197,30 @@ fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
         .find(|c| c["type"] == kind)
 }
 
+/// A condition set at or after `since` (Unix seconds): one CAPA wrote for this rotation. A
+/// condition without a readable lastTransitionTime is not counted either: it cannot be told
+/// from one left by an earlier rotation.
+fn set_since(condition: &Value, since: i64) -> bool {
+    condition["lastTransitionTime"]
+        .as_str()
+        .and_then(time::parse)
+        .is_some_and(|t| t >= since)
+}
+
 /// Follows an AWSMachinePool's instance refresh until none of the instances it had when the
 /// refresh began is left in `spec.providerIDList`, or `timeout`. CAPA reports no progress of
-/// the refresh itself (AWS does); the instances it lists are the visible part. True when it
-/// ended.
+/// the refresh itself (AWS does); the instances it lists are the visible part. `since` is the
+/// rotation's start by the API server's clock (the new config's creationTimestamp): CAPA's
+/// condition counts only if it changed at or after it. True when it ended.
 pub fn follow_refresh(
     cluster: &dyn Cluster,
     infra: &PoolInfra,
-    timeout: Duration,
-    interval: Duration,
+    since: &str,
+    (timeout, interval): (Duration, Duration),
     out: &mut dyn Write,
 ) -> bool {
+    let since_text = since;
+    let since = time::parse(since).unwrap_or(i64::MAX);
     let name = infra.name();
     let read = || {
         cluster
@@ -236,9 +246,14 @@ pub fn follow_refresh(
     );
     let mut started = false;
     let mut left = before.len();
+    let mut older = None;
     for poll in 0.. {
         if let Some(object) = read() {
-            let c = condition(&object, REFRESH_CONDITION);
+            let all = condition(&object, REFRESH_CONDITION);
+            let c = all.filter(|c| set_since(c, since));
+            if c.is_none() {
+                older = all.cloned();
+            }
             if c.is_some_and(|c| c["status"] == "False") {
                 let message = c.and_then(|c| c["message"].as_str()).unwrap_or("");
                 let _ = writeln!(out, "{name}: CAPA could not start the instance refresh ({REFRESH_CONDITION} False): {message}");
@@ -270,5 +285,16 @@ pub fn follow_refresh(
         before.len(),
         infra.reference.name
     );
+    if let Some(c) = older.filter(|_| !started) {
+        let _ = writeln!(
+            out,
+            "{name}: {REFRESH_CONDITION} is {} since {}, before this rotation ({since_text}): \
+             CAPA has not reported on this rotation's refresh",
+            c["status"].as_str().unwrap_or("unknown"),
+            c["lastTransitionTime"]
+                .as_str()
+                .unwrap_or("an unknown time"),
+        );
+    }
     false
 }

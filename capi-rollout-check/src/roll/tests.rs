@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 use super::*;
 use crate::fake::{machine, Fake, CONFIGS, MACHINES, POOLS, SECRETS};
 
+mod fleet_safety;
+
 const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const SECRET_AT: &str = "2026-12-06T03:00:00Z";
 
@@ -66,6 +68,7 @@ fn request<'a>(dry_run: bool, interrupted: &'a dyn Fn() -> bool) -> Request<'a> 
         timeout: Duration::from_secs(60),
         interval: Duration::from_secs(1),
         interrupted,
+        take_over: false,
     }
 }
 
@@ -178,7 +181,7 @@ fn a_machine_not_ready_blocks_until_the_timeout() {
     let (result, out) = run(&fake, &request(false, &|| false));
     let e = result.unwrap_err();
     assert_eq!(e.exit_code(), EXIT_TIMED_OUT);
-    assert_eq!(e.to_string(), "timed out after 60s waiting for 3 Ready Machines: 0 Machines deleted so far; roll kept at least 2 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet");
+    assert_eq!(e.to_string(), "timed out after 60s waiting for 3 Ready Machines: 0 Machines deleted so far; roll kept at least 2 Ready by its own deletes; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet");
     assert!(
         out.ends_with("waiting: 2 of 3 Machines Ready, 3 needed before the next delete\n"),
         "{out}"
@@ -206,7 +209,7 @@ fn interrupted_then_resumed_by_a_re_run() {
     let (result, out) = run(&fake, &request(false, &stop));
     let e = result.unwrap_err();
     assert_eq!(e.exit_code(), EXIT_INTERRUPTED, "{out}");
-    assert_eq!(e.to_string(), "interrupted: 1 Machine deleted so far; roll kept at least 2 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet");
+    assert_eq!(e.to_string(), "interrupted: 1 Machine deleted so far; roll kept at least 2 Ready by its own deletes; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet");
     assert_eq!(deletes(&fake), ["delete m-a"]);
 
     // The same command again: it goes on with what is left, the replacement of m-a counted
@@ -225,7 +228,7 @@ fn a_replacement_that_never_comes() {
     let (result, out) = run(&fake, &request(false, &|| false));
     let e = result.unwrap_err();
     assert_eq!(e.exit_code(), EXIT_TIMED_OUT, "{out}");
-    assert!(e.to_string().starts_with("timed out after 60s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready; re-run"), "{e}");
+    assert!(e.to_string().starts_with("timed out after 60s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready by its own deletes; re-run"), "{e}");
     assert_eq!(deletes(&fake), ["delete m-a"]);
 }
 

@@ -52,6 +52,58 @@ impl fmt::Display for ClusterError {
 
 impl std::error::Error for ClusterError {}
 
+/// What kind of failure a [`ClusterError`] is, as far as retrying it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Worth another try: a conflict (409), throttling (429), a server error (5xx), the API
+    /// server unreachable for a moment.
+    Transient,
+    /// The object is not there (404).
+    NotFound,
+    /// A create found the name taken (409 AlreadyExists).
+    AlreadyExists,
+    /// Anything else: RBAC, a refused write, bad input. Trying again changes nothing.
+    Permanent,
+}
+
+/// kubectl's words for the API server out of reach, or answering with a retryable status.
+const TRANSIENT: [&str; 17] = [
+    "(Conflict)",
+    "(TooManyRequests)",
+    "(InternalError)",
+    "(ServiceUnavailable)",
+    "(ServerTimeout)",
+    "(Timeout)",
+    "the server is currently unable to handle the request",
+    "Too many requests",
+    "connection refused",
+    "was refused",
+    "Unable to connect to the server",
+    "connection reset by peer",
+    "i/o timeout",
+    "TLS handshake timeout",
+    "http2: client connection lost",
+    "context deadline exceeded",
+    "etcdserver: ",
+];
+
+impl ClusterError {
+    pub fn fault(&self) -> Fault {
+        let ClusterError::Failed { message, .. } = self else {
+            return Fault::Permanent;
+        };
+        if message.contains("(AlreadyExists)") {
+            Fault::AlreadyExists
+        } else if message.contains("(NotFound)") {
+            Fault::NotFound
+        } else if TRANSIENT.iter().any(|t| message.contains(t)) {
+            Fault::Transient
+        } else {
+            Fault::Permanent
+        }
+    }
+}
+
 /// What a write printed besides its result: the API server's warnings (the policy's among them).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Written {
@@ -89,6 +141,12 @@ pub trait Cluster {
     /// Waits `interval` between polls (a fake cluster need not).
     fn pause(&self, interval: Duration) {
         sleep(interval);
+    }
+    /// The time now, in microseconds since the Unix epoch (a fake cluster keeps its own).
+    fn now_micros(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
     }
 }
 
@@ -239,12 +297,27 @@ impl Cluster for Kubectl {
     fn can_i(&self, verb: &str, resource: &str, namespace: &str) -> Result<bool, ClusterError> {
         let mut command = self.command();
         command.args(["auth", "can-i", verb, resource, "-n", namespace]);
+        let shown = format!("auth can-i {verb} {resource} -n {namespace}");
         let output = command.output().map_err(|e| ClusterError::Failed {
-            command: "auth can-i".into(),
-            message: format!("cannot run {}: {e}", self.program),
+            command: shown.clone(),
+            message: format!(
+                "cannot run {}: {e} (set --kubectl or KUBECTL)",
+                self.program
+            ),
         })?;
-        // can-i exits 1 for "no"; its answer is the first word.
-        Ok(String::from_utf8_lossy(&output.stdout).trim() == "yes")
+        // can-i exits 1 for "no"; its answer is the first word. No answer at all is kubectl
+        // failing (an unreachable cluster, a bad kubeconfig), not a "no".
+        match String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .next()
+        {
+            Some("yes") => Ok(true),
+            Some("no") => Ok(false),
+            _ => Err(ClusterError::Failed {
+                command: shown,
+                message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            }),
+        }
     }
 
     fn create(&self, object: &Value, dry_run: DryRun) -> Result<Written, ClusterError> {

@@ -389,12 +389,12 @@ const BY_REPLICAS: &str = " (counted from spec.replicas: no MachinePool Machines
 #[case::capoci("OCIMachinePool", json!({}), &[],
     format!("OCIMachinePool fleet/pool-1 (CAPOCI) replaces no existing instance on a rotation: {KEEP_2}{BY_REPLICAS}\n{}\n", replacement_line("OCIMachinePool")))]
 #[case::capg("GCPMachinePool", json!({}), &[],
-    format!("GCPMachinePool fleet/pool-1 (CAPG) replaces no existing instance on a rotation: {KEEP_2}{BY_REPLICAS}\n{}\n", replacement_line("GCPMachinePool")))]
+    format!("GCPMachinePool fleet/pool-1 (CAPG) replaces no existing instance on a rotation (inferred from Google's API reference): {KEEP_2}{BY_REPLICAS}\n{}\n", replacement_line("GCPMachinePool")))]
 #[case::capa_refresh_off("AWSMachinePool", json!({"refreshPreferences": {"disable": true}}), &[],
     format!("AWSMachinePool fleet/pool-1 (CAPA) replaces no existing instance (spec.refreshPreferences.disable is true): {KEEP_2}{BY_REPLICAS}\n\
 replace them by hand: start an instance refresh of its Auto Scaling group (aws autoscaling start-instance-refresh --auto-scaling-group-name pool-1), or unset spec.refreshPreferences.disable before the next rotation\n"))]
 #[case::eks_launch_template("AWSManagedMachinePool", json!({"awsLaunchTemplate": {"name": "lt"}}), &[],
-    "AWSManagedMachinePool fleet/pool-1 (CAPA) replaces the existing instances: CAPA rolls them to the new data\n".to_string())]
+    "AWSManagedMachinePool fleet/pool-1 (CAPA) replaces the existing instances: an EKS managed node group update\n".to_string())]
 #[case::eks_without_launch_template("AWSManagedMachinePool", json!({}), &[],
     "AWSManagedMachinePool fleet/pool-1 (CAPA) reads bootstrap data only with spec.awsLaunchTemplate, which is not set: the rotation changes no instance\n".to_string())]
 #[case::aks("AzureManagedMachinePool", json!({}), &[],
@@ -458,26 +458,39 @@ fn a_pool_without_an_infrastructure_ref() {
     assert!(out.contains("into the pool\nMachinePool fleet/pool-1 has no spec.template.spec.infrastructureRef: capi-rollout-check cannot tell whether existing instances are replaced; new instances take the new data\nleft: "), "{out}");
 }
 
-fn aws_pool(ids: &[&str], condition: Option<(&str, &str)>) -> Value {
+/// An AWSMachinePool with these instances and CAPA's refresh condition (status, message, and
+/// when it changed: the rotation's config is created at 03:00:01).
+fn aws_pool(ids: &[&str], condition: Option<(&str, &str, &str)>) -> Value {
     let mut object = json!({"apiVersion": format!("{INFRA_GROUP}/v1beta2"), "kind": "AWSMachinePool",
         "metadata": {"name": "pool-1", "namespace": "fleet"},
         "spec": {"providerIDList": ids.iter().map(|i| format!("aws:///us-east-1a/{i}")).collect::<Vec<_>>()}});
-    if let Some((status, message)) = condition {
+    if let Some((status, message, at)) = condition {
         object["status"] = json!({"conditions": [{"type": "PostLaunchTemplateUpdateOperationSuccess",
-            "status": status, "message": message}]});
+            "status": status, "message": message, "lastTransitionTime": at}]});
     }
     object
 }
 
-const REFRESH: &str = "AWSMachinePool fleet/pool-1 (CAPA) replaces the existing instances: an instance refresh of its Auto Scaling group (spec.refreshPreferences.disable: true turns it off)\n";
+const NOW: &str = "2026-12-06T03:00:05Z";
+const BEFORE: &str = "2026-12-06T02:00:00Z";
+
+const REFRESH: &str = "AWSMachinePool fleet/pool-1 (CAPA) replaces the existing instances: an instance refresh (spec.refreshPreferences.disable: true turns it off)\n";
 
 /// CAPA's instance refresh, followed through the AWSMachinePool as CAPA updates it.
 #[rstest]
-#[case::done(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2", "i-3"], Some(("True", ""))), aws_pool(&["i-3", "i-4"], Some(("True", "")))],
+#[case::done(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2", "i-3"], Some(("True", "", NOW))), aws_pool(&["i-3", "i-4"], Some(("True", "", NOW)))],
     Done::Rotated, format!("{REFRESH}AWSMachinePool fleet/pool-1: instance refresh in progress\nAWSMachinePool fleet/pool-1: instance refresh done: none of the 2 instances it had before is left\n"))]
-#[case::not_started(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2"], Some(("False", "AccessDenied: autoscaling:StartInstanceRefresh")))],
+#[case::not_started(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-2"], Some(("False", "AccessDenied: autoscaling:StartInstanceRefresh", NOW)))],
     Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: CAPA could not start the instance refresh (PostLaunchTemplateUpdateOperationSuccess False): AccessDenied: autoscaling:StartInstanceRefresh\n"))]
-#[case::not_ended(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-3"], Some(("True", "")))],
+#[case::a_failure_left_by_an_earlier_rotation_is_not_this_ones(vec![aws_pool(&["i-1", "i-2"], Some(("False", "AccessDenied", BEFORE)))],
+    Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: the instance refresh has not ended within 5s (0 of 2 instances replaced); CAPA goes on with it (aws autoscaling describe-instance-refreshes --auto-scaling-group-name pool-1)\n\
+AWSMachinePool fleet/pool-1: PostLaunchTemplateUpdateOperationSuccess is False since 2026-12-06T02:00:00Z, before this rotation (2026-12-06T03:00:01Z): CAPA has not reported on this rotation's refresh\n"))]
+#[case::a_success_left_by_an_earlier_rotation_is_not_progress(vec![aws_pool(&["i-1", "i-2"], Some(("True", "", BEFORE))), aws_pool(&["i-3", "i-4"], Some(("True", "", BEFORE)))],
+    Done::Rotated, format!("{REFRESH}AWSMachinePool fleet/pool-1: instance refresh done: none of the 2 instances it had before is left\n"))]
+#[case::a_condition_without_its_time_is_not_counted(vec![aws_pool(&["i-1", "i-2"], Some(("False", "AccessDenied", "")))],
+    Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: the instance refresh has not ended within 5s (0 of 2 instances replaced); CAPA goes on with it (aws autoscaling describe-instance-refreshes --auto-scaling-group-name pool-1)\n\
+AWSMachinePool fleet/pool-1: PostLaunchTemplateUpdateOperationSuccess is False since , before this rotation (2026-12-06T03:00:01Z): CAPA has not reported on this rotation's refresh\n"))]
+#[case::not_ended(vec![aws_pool(&["i-1", "i-2"], None), aws_pool(&["i-1", "i-3"], Some(("True", "", NOW)))],
     Done::NotYetRolled, format!("{REFRESH}AWSMachinePool fleet/pool-1: instance refresh in progress\nAWSMachinePool fleet/pool-1: the instance refresh has not ended within 5s (1 of 2 instances replaced); CAPA goes on with it (aws autoscaling describe-instance-refreshes --auto-scaling-group-name pool-1)\n"))]
 fn the_instance_refresh(#[case] versions: Vec<Value>, #[case] done: Done, #[case] report: String) {
     let fake = fleet_on("AWSMachinePool", json!({}), &[]);
@@ -559,14 +572,39 @@ fn replace_instances_stopped_after_the_rotation() {
     // The provider launches no replacement: the first step times out.
     let (result, out, _) = run(&fake, &request);
     let e = result.unwrap_err();
-    assert!(e.to_string().starts_with("the rotation is in place; replacing the instances stopped: timed out after 5s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet"), "{e}\n{out}");
+    assert!(e.to_string().starts_with("the rotation is in place; replacing the instances stopped: timed out after 5s waiting for the replacement of m-a: 1 Machine deleted so far; roll kept at least 1 Ready by its own deletes; re-run the same command to go on: capi-rollout-check roll machinepool/pool-1 -n fleet"), "{e}\n{out}");
     assert_eq!(e.exit_code(), 3);
     assert_eq!(fake.writes.borrow().len(), 3, "{:?}", fake.writes.borrow());
 }
 
+/// An infrastructure object the person may not read: what each case would mean, never a guess.
 #[rstest]
-#[case::unreadable(Some(("get", "awsmachinepools.infrastructure.cluster.x-k8s.io")), json!({}),
-    "AWSMachinePool fleet/pool-1: cannot read it, so the instance refresh is not followed (kubectl get awsmachinepools.infrastructure.cluster.x-k8s.io pool-1 -n fleet)\n")]
+#[case::capa("AWSMachinePool",
+    "AWSMachinePool fleet/pool-1 (CAPA): cannot read it (RBAC: forbidden; it needs: kubectl auth can-i get awsmachinepools.infrastructure.cluster.x-k8s.io -n fleet), so capi-rollout-check cannot tell what happens to the existing instances: unless spec.refreshPreferences.disable is true, CAPA replaces the existing instances on a rotation (an instance refresh); with it true, none is replaced\n")]
+#[case::eks("AWSManagedMachinePool",
+    "AWSManagedMachinePool fleet/pool-1 (CAPA): cannot read it (RBAC: forbidden; it needs: kubectl auth can-i get awsmanagedmachinepools.infrastructure.cluster.x-k8s.io -n fleet), so capi-rollout-check cannot tell what happens to the existing instances: if it has spec.awsLaunchTemplate, CAPA replaces every instance on a rotation (an EKS managed node group update); if not, it never reads bootstrap data and a rotation changes no instance\n")]
+fn an_infrastructure_object_it_cannot_read(#[case] kind: &'static str, #[case] line: &str) {
+    let resource = format!("{}s.infrastructure.cluster.x-k8s.io", kind.to_lowercase());
+    let fake = Fake {
+        denied: vec![("get", Box::leak(resource.into_boxed_str()))],
+        ..fleet_on(kind, json!({"awsLaunchTemplate": {"name": "lt"}}), &[])
+    };
+    let (result, out, _) = run(
+        &fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    );
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    assert!(
+        out.contains(&format!("into the pool\n{line}left: ")),
+        "{out}"
+    );
+}
+
+#[rstest]
 #[case::no_instances(None, json!({"providerIDList": []}),
     "AWSMachinePool fleet/pool-1: instance refresh: no instance listed in spec.providerIDList to replace\n")]
 fn an_instance_refresh_not_followed(

@@ -71,10 +71,16 @@ fn pool_taken_up(
         };
         let pool = cluster.get(kind.resource, Some(&key.namespace), &key.name)?;
         let copied = pool.as_ref().and_then(pool::data_secret_name);
+        // When the rotation began, by the API server's clock.
+        let began = config
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         Ok((copied == Some(secret) && secret != old_secret)
-            .then(|| (secret.to_string(), pool.unwrap_or(Value::Null))))
+            .then(|| (secret.to_string(), pool.unwrap_or(Value::Null), began)))
     })?;
-    let Some((secret, pool)) = found else {
+    let Some((secret, pool, began)) = found else {
         let _ = writeln!(out, "{key}: CAPI has not copied {}'s dataSecretName into the pool within {}s; the rotation is in place (kubectl describe {} {} -n {})",
             new.name, request.timeout.as_secs(), kind.resource, key.name, key.namespace);
         return Ok(Done::NotYetRolled);
@@ -86,7 +92,13 @@ fn pool_taken_up(
     match after_rotation(cluster, &pool, &secret, request.replace_instances, out) {
         After::Said => Ok(Done::Rotated),
         After::Refresh(infra) => {
-            let ended = follow_refresh(cluster, &infra, request.timeout, INTERVAL * 5, out);
+            let ended = follow_refresh(
+                cluster,
+                &infra,
+                &began,
+                (request.timeout, INTERVAL * 5),
+                out,
+            );
             Ok(if ended {
                 Done::Rotated
             } else {
@@ -102,6 +114,7 @@ fn pool_taken_up(
                 timeout: request.timeout,
                 interval: INTERVAL * 2,
                 interrupted: request.interrupted,
+                take_over: false,
             };
             roll::roll(cluster, &roll_request, out).map_err(RotateError::Roll)?;
             Ok(Done::Rotated)
