@@ -429,7 +429,7 @@ func (c *testCluster) noRollInterrupted(t *testing.T) {
 		}
 	}
 	r := p.wait(t)
-	if want := fmt.Sprintf("capi-rollout-check roll: interrupted: 1 Machine deleted so far; roll kept at least %d Ready; re-run the same command to go on: capi-rollout-check roll machinepool/%s -n %s",
+	if want := fmt.Sprintf("capi-rollout-check roll: interrupted: 1 Machine deleted so far; roll kept at least %d Ready by its own deletes; re-run the same command to go on: capi-rollout-check roll machinepool/%s -n %s",
 		noRollReplicas-1, noRollPool, noRollNamespace); r.code != 130 || !strings.Contains(r.stderr, want) {
 		t.Errorf("the interrupted roll: exit %d, stderr %q; want 130 and %q", r.code, r.stderr, want)
 	}

@@ -90,15 +90,16 @@ enum Command {
     Rotate(RotateArgs),
     /// Replace a MachinePool's instances launched before its current bootstrap data Secret,
     /// where the infrastructure provider does not (CAPZ's AzureMachinePool, CAPD): delete their
-    /// Machines a few at a time, never below replicas minus maxUnavailable Ready, each step
-    /// waiting for the replacement to be Ready. A re-run goes on where a stopped one left off.
+    /// Machines up to maxUnavailable at a time, never below replicas minus maxUnavailable Ready
+    /// (both read again before each delete), each step waiting for the replacements to be Ready.
+    /// One roll per pool (a Lease in its namespace). A re-run goes on where a stopped one left off.
     #[command(
         after_help = "Exit codes: 0 every Machine launched before the data Secret replaced (or none \
                       was; or a dry run; or the provider replaces them itself, or never reads \
                       bootstrap data), 1 roll cannot replace them on this infrastructure (the \
                       output says how), 2 an error (nothing deleted by the failing step), 3 a \
-                      step's --timeout passed, 130 interrupted (Ctrl-C): re-run the same command \
-                      to go on.\n\n\
+                      step's --timeout passed, 4 another roll holds the pool's Lease, 130 \
+                      interrupted (Ctrl-C): re-run the same command to go on.\n\n\
                       Example:  capi-rollout-check roll machinepool/pool-1 -n fleet --dry-run"
     )]
     Roll(RollArgs),
