@@ -61,11 +61,21 @@ impl Target {
     /// Reads the pool (or takes `pool`, just read) and its Machines. A pool deleted, being
     /// deleted or rotated again since the roll began stops it.
     fn look(&self, cluster: &dyn Cluster, pool: Option<&Value>) -> Result<View, RollError> {
-        let read;
+        let mut read = None;
         let pool = match pool {
             Some(p) => p,
             None => {
-                read = cluster.get(POOLS, Some(&self.namespace), &self.pool)?;
+                // Read as gone three times over a few seconds before it is taken as deleted: an
+                // API server starting up answers "not found" for a custom resource a moment.
+                for attempt in 0..3 {
+                    read = cluster.get(POOLS, Some(&self.namespace), &self.pool)?;
+                    if read.is_some() {
+                        break;
+                    }
+                    if attempt < 2 {
+                        cluster.pause(Duration::from_secs(2));
+                    }
+                }
                 read.as_ref()
                     .ok_or_else(|| RollError::Stopped(format!("{} was deleted", self.key())))?
             }

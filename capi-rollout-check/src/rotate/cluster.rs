@@ -67,7 +67,7 @@ pub enum Fault {
 }
 
 /// kubectl's words for the API server out of reach, or answering with a retryable status.
-const TRANSIENT: [&str; 17] = [
+const TRANSIENT: [&str; 19] = [
     "(Conflict)",
     "(TooManyRequests)",
     "(InternalError)",
@@ -85,6 +85,9 @@ const TRANSIENT: [&str; 17] = [
     "http2: client connection lost",
     "context deadline exceeded",
     "etcdserver: ",
+    // An API server starting up serves a custom resource's type a moment after it answers.
+    "the server could not find the requested resource",
+    "the server doesn't have a resource type",
 ];
 
 impl ClusterError {
@@ -94,7 +97,7 @@ impl ClusterError {
         };
         if message.contains("(AlreadyExists)") {
             Fault::AlreadyExists
-        } else if message.contains("(NotFound)") {
+        } else if message.contains("(NotFound)") && !message.contains("the requested resource") {
             Fault::NotFound
         } else if TRANSIENT.iter().any(|t| message.contains(t)) {
             Fault::Transient
@@ -414,4 +417,60 @@ pub fn repoint_patch(old: &str, new: &str) -> Value {
         {"op": "test", "path": path, "value": old},
         {"op": "replace", "path": path, "value": new},
     ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// kubectl's words for each failure, as it prints them.
+    #[rstest]
+    #[case::refused("The connection to the server 127.0.0.1:6443 was refused - did you specify the right host or port?", Fault::Transient)]
+    #[case::eof("Unable to connect to the server: EOF", Fault::Transient)]
+    #[case::conflict("Error from server (Conflict): Operation cannot be fulfilled on machines.cluster.x-k8s.io \"m-a\": the object has been modified", Fault::Transient)]
+    #[case::throttled("Error from server (TooManyRequests): the server has received too many requests and has asked us to try again later", Fault::Transient)]
+    #[case::etcd(
+        "Error from server (InternalError): etcdserver: leader changed",
+        Fault::Transient
+    )]
+    #[case::starting(
+        "Error from server (NotFound): the server could not find the requested resource",
+        Fault::Transient
+    )]
+    #[case::not_served_yet(
+        "error: the server doesn't have a resource type \"machines\"",
+        Fault::Transient
+    )]
+    #[case::gone(
+        "Error from server (NotFound): machines.cluster.x-k8s.io \"m-a\" not found",
+        Fault::NotFound
+    )]
+    #[case::taken("Error from server (AlreadyExists): error when creating \"STDIN\": leases.coordination.k8s.io \"x\" already exists", Fault::AlreadyExists)]
+    #[case::denied(
+        "admission webhook \"deny.example.com\" denied the request: frozen",
+        Fault::Permanent
+    )]
+    #[case::invalid(
+        "The request is invalid: the server rejected our request due to an error in our request",
+        Fault::Permanent
+    )]
+    fn faults(#[case] message: &str, #[case] fault: Fault) {
+        let e = ClusterError::Failed {
+            command: "x".into(),
+            message: message.into(),
+        };
+        assert_eq!(e.fault(), fault);
+    }
+
+    #[test]
+    fn rbac_is_never_retried() {
+        let e = ClusterError::Forbidden {
+            verb: "delete".into(),
+            resource: "machines".into(),
+            namespace: "fleet".into(),
+            message: "connection refused".into(),
+        };
+        assert_eq!(e.fault(), Fault::Permanent);
+    }
 }

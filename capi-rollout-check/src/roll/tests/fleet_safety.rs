@@ -406,3 +406,24 @@ fn an_eks_pool_it_cannot_read_is_not_guessed() {
     assert_eq!(out, "");
     assert!(deletes(&fake).is_empty());
 }
+
+#[test]
+fn the_pool_deleted_mid_roll_stops_it_after_three_reads() {
+    let fake = three();
+    do_at(&fake, 4, |f| {
+        f.objects.borrow_mut().remove(&(
+            POOLS.to_string(),
+            "fleet".to_string(),
+            "pool-1".to_string(),
+        ));
+    });
+    let (result, out) = run(&fake, &request(false, &|| false));
+    let e = result.unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_ERROR, "{out}");
+    assert!(
+        e.to_string()
+            .starts_with("MachinePool fleet/pool-1 was deleted: 1 Machine deleted so far"),
+        "{e}"
+    );
+    assert_eq!(deletes(&fake), ["delete m-a"]);
+}
