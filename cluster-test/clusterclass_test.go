@@ -444,8 +444,8 @@ func (c *testCluster) namesIn(t *testing.T, gvk schema.GroupVersionKind, namespa
 
 // topologyPoolRotation: the person does to the topology pool what the policy's refusal tells
 // for a pool of their own, and warns against here: a new KubeadmConfig, the pool's configRef
-// pointed at it. The policy admits both (rule 1), and CAPI rolls the new config out (the pool's
-// dataSecretName moves to it); but the topology controller refuses to reconcile the Cluster
+// pointed at it. The policy admits both (rule 1), and CAPI moves the pool's dataSecretName to
+// it; but the topology controller refuses to reconcile the Cluster
 // while its pool names a config it did not make (CAPI's current state: "... is not topology
 // owned"), until the person points the pool back. This is what the refusal's "stops the
 // topology controller" rests on.

@@ -70,7 +70,7 @@ func TestKubewardenStack(t *testing.T) {
 		{ID: "settingsMistake", Name: "a second policy with a misspelt settings key, then a third with a bad value, applied in protect while CABPK rotates: kubectl admits both, the new policy-server Pod exits naming the key, the old Pod keeps judging until it is deleted; the bad policies deleted, all back", Needs: []string{"protect"}, Run: s.settingsMistake},
 		{ID: "personEdits", Name: "a person's in-place edit is refused with the field paths and the rotation to do", Needs: []string{"protect"}, Run: s.personEdits},
 		{ID: "tokenRotations", Name: "CABPK rotates the pool's token three times, each admitted without a warning", Needs: []string{"protect"}, Run: s.tokenRotations},
-		{ID: "rotation", Name: "rotating configRef as the README says is admitted and CAPI rolls the new config", Needs: []string{"protect"}, Run: s.rotation},
+		{ID: "rotation", Name: "rotating configRef as the README says is admitted and CAPI moves the pool to the new config's data Secret", Needs: []string{"protect"}, Run: s.rotation},
 		{ID: "auditScanChartRBAC", Name: "the audit scanner run as its CronJob runs it, with the chart's RBAC only: nothing of CAPI's kinds reported", Needs: []string{"bringUpPool"}, Run: s.auditScanChartRBAC},
 		{ID: "contextAware", Name: "the README's lookup RBAC bound to the chart's ServiceAccounts: contextAware warns the rotated-out edit, refuses the referenced DELETE", Needs: []string{"rotation"}, Run: s.contextAware},
 		{ID: "replicaDeleted", Name: "two policy-server replicas, one Pod deleted while CABPK rotates: nothing refused, the Deployment back at two", Needs: []string{"protect"}, Run: s.replicaDeleted},

@@ -81,7 +81,8 @@ enum Command {
                       edit changes nothing, nothing created (never with --reissue), 2 an error, nothing changed, 3 rotated, \
                       CAPI had not taken the new config up (or CAPA's instance refresh had not \
                       ended) within --timeout. With --replace-instances, roll's codes once the \
-                      rotation is done (3: a step timed out, 130: interrupted; re-run roll).\n\n\
+                      rotation is done (3: a step timed out, 4: another roll holds the pool, 130: \
+                      interrupted; re-run roll).\n\n\
                       In a cluster:  capi-rollout-check rotate machinepool/pool-1 -n fleet -f pool-1-a.yaml\n\
                       \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --edit\n\
                       \x20             capi-rollout-check rotate machinepool/pool-1 -n fleet --reissue\n\

@@ -17,6 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -46,6 +48,7 @@ type ControlPlane struct {
 	Client    client.Client
 	Clientset *kubernetes.Clientset
 	auditLog  string
+	apiLog    *os.File
 	// ControllerManager is kube-controller-manager's process.
 	ControllerManager *Process
 	// host and port of the API server, for the Cluster's controlPlaneEndpoint.
@@ -59,6 +62,7 @@ func StartControlPlane(t *testing.T, a *Artifacts, bin string) *ControlPlane {
 	Must(t, err)
 	cp := &ControlPlane{auditLog: a.Path("audit.log")}
 	apiLog := a.create(t, "kube-apiserver.log")
+	cp.apiLog = apiLog
 	etcdLog := a.create(t, "etcd.log")
 	cp.env = &envtest.Environment{
 		BinaryAssetsDirectory:    bin,
@@ -97,6 +101,97 @@ func StartControlPlane(t *testing.T, a *Artifacts, bin string) *ControlPlane {
 	cp.Host, cp.Port = splitHostPort(t, api.SecureServing.ListenAddr.HostPort())
 	cp.startControllerManager(t, a, bin, api.CertDir)
 	return cp
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a node stops a control plane's static
+// Pod for an upgrade: it stops listening at once, then drains its watches for up to a minute)
+// and, down after it stopped listening, ends what is left of it (SIGKILL) and starts it again
+// with the same command line: the same port, certificates, etcd and audit log, every client's
+// credentials still good. It returns once /readyz answers. What talked to it meanwhile saw its
+// connections refused. An audit event the kill cut short is dropped from the log's end.
+func (cp *ControlPlane) RestartAPIServer(t *testing.T, down time.Duration) {
+	t.Helper()
+	pid, argv := cp.apiServerProcess(t)
+	address := net.JoinHostPort(cp.Host, strconv.Itoa(cp.Port))
+	Must(t, syscall.Kill(pid, syscall.SIGTERM))
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		c, err := net.DialTimeout("tcp", address, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err != nil, nil
+	}); err != nil {
+		t.Fatalf("kube-apiserver (pid %d) still listens on %s 30 s after SIGTERM", pid, address)
+	}
+	t.Logf("kube-apiserver stopped listening at %s; down for %s", time.Now().Format(time.RFC3339Nano), down)
+	time.Sleep(down)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		return os.IsNotExist(err), nil
+	}); err != nil {
+		t.Fatalf("kube-apiserver (pid %d) did not end within 30 s of SIGKILL", pid)
+	}
+	trimToLastLine(t, cp.auditLog)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = cp.apiLog, cp.apiLog
+	Must(t, cmd.Start())
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			_ = cmd.Process.Kill()
+		}
+	})
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		body, err := cp.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
+	if err != nil {
+		t.Fatalf("kube-apiserver restarted (pid %d) is not ready within 2 minutes (log: %s)", cmd.Process.Pid, cp.apiLog.Name())
+	}
+	t.Logf("kube-apiserver started again at %s (pid %d), ready", time.Now().Format(time.RFC3339Nano), cmd.Process.Pid)
+}
+
+// trimToLastLine cuts a file after its last newline: a line a killed writer left half written.
+func trimToLastLine(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	Must(t, err)
+	if end := bytes.LastIndexByte(data, '\n') + 1; end < len(data) {
+		Must(t, os.Truncate(path, int64(end)))
+		t.Logf("%s: dropped %d bytes of an event cut short", path, len(data)-end)
+	}
+}
+
+// apiServerProcess finds this control plane's kube-apiserver among this process's children:
+// the one writing this audit log. Its pid and command line.
+func (cp *ControlPlane) apiServerProcess(t *testing.T) (int, []string) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	Must(t, err)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		argv := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if filepath.Base(argv[0]) == "kube-apiserver" && slices.Contains(argv, "--audit-log-path="+cp.auditLog) {
+			return pid, argv
+		}
+	}
+	t.Fatalf("no kube-apiserver process writes the audit log %s", cp.auditLog)
+	return 0, nil
 }
 
 // startControllerManager runs kube-controller-manager beside kube-apiserver, as kubeadm runs it

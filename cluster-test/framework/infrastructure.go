@@ -76,6 +76,41 @@ type NoRollInfrastructure struct {
 	// nodes: the Nodes of the running instances, heartbeated.
 	nodes    map[string]bool
 	launched int
+	// hold: new instances register no Node (their Machines never go Ready) until released;
+	// held: those instances' addresses, by name.
+	hold bool
+	held map[string]string
+}
+
+// HoldNotReady makes the instances launched from now on register no Node, so that their
+// Machines never become Ready, as an instance that fails to boot; off, the held ones register
+// theirs at the next pass.
+func (s *NoRollInfrastructure) HoldNotReady(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hold = on
+}
+
+// release registers the Nodes of the held instances, once holding is off.
+func (s *NoRollInfrastructure) release(ctx context.Context) {
+	s.mu.Lock()
+	if s.hold || len(s.held) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	held := s.held
+	s.held = map[string]string{}
+	s.mu.Unlock()
+	for name, ip := range held {
+		if err := s.registerInstanceNode(ctx, name, ip); err != nil {
+			s.logf("release %s: %v", name, err)
+			s.mu.Lock()
+			s.held[name] = ip
+			s.mu.Unlock()
+			continue
+		}
+		s.logf("released %s: its Node registered", name)
+	}
 }
 
 // NoRollPoolManifest is a person's manifest of MachinePool pool in namespace, of Cluster
@@ -126,7 +161,7 @@ func (m *ManagementCluster) StartNoRollInfrastructure(t *testing.T, namespace st
 	Must(t, err)
 	s := &NoRollInfrastructure{
 		namespace: namespace, client: c, cs: cs, log: m.Artifacts.create(t, "infrastructure-"+namespace+".log"),
-		done: make(chan struct{}), nodes: map[string]bool{},
+		done: make(chan struct{}), nodes: map[string]bool{}, held: map[string]string{},
 	}
 	s.wg.Add(1)
 	go s.run()
@@ -154,6 +189,7 @@ func (s *NoRollInfrastructure) run() {
 		case <-tick.C:
 		}
 		ctx := context.Background()
+		s.release(ctx)
 		if err := s.reconcile(ctx); err != nil {
 			s.logf("reconcile: %v", err)
 		}
@@ -313,18 +349,17 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	name := fmt.Sprintf("%s-%s-%d", s.namespace, mp, n)
 	providerID := "docker:////" + name
 	ip := fmt.Sprintf("10.0.%d.%d", n/250, n%250+1)
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
-		}},
-		Spec: corev1.NodeSpec{ProviderID: providerID},
-	}
-	if err := registerNode(ctx, s.cs, node, ip); err != nil {
-		return nil, fmt.Errorf("node %s: %w", name, err)
-	}
 	s.mu.Lock()
-	s.nodes[name] = true
+	hold := s.hold
+	if hold {
+		s.held[name] = ip
+	}
 	s.mu.Unlock()
+	if !hold {
+		if err := s.registerInstanceNode(ctx, name, ip); err != nil {
+			return nil, err
+		}
+	}
 	dm := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{"providerID": providerID, "bootstrapped": true},
 	}}
@@ -350,6 +385,23 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	return dm, nil
 }
 
+// registerInstanceNode registers the Node of the instance name, as its kubelet does at boot.
+func (s *NoRollInfrastructure) registerInstanceNode(ctx context.Context, name, ip string) error {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+		}},
+		Spec: corev1.NodeSpec{ProviderID: "docker:////" + name},
+	}
+	if err := registerNode(ctx, s.cs, node, ip); err != nil {
+		return fmt.Errorf("node %s: %w", name, err)
+	}
+	s.mu.Lock()
+	s.nodes[name] = true
+	s.mu.Unlock()
+	return nil
+}
+
 // terminate ends a deleted DockerMachine's instance: its Node's heartbeat stops (CAPI deletes
 // the Node once the DockerMachine is gone), then the finalizer goes.
 func (s *NoRollInfrastructure) terminate(ctx context.Context, dm *unstructured.Unstructured) error {
@@ -358,6 +410,7 @@ func (s *NoRollInfrastructure) terminate(ctx context.Context, dm *unstructured.U
 	}
 	s.mu.Lock()
 	delete(s.nodes, dm.GetName())
+	delete(s.held, dm.GetName())
 	s.mu.Unlock()
 	finalizers := slices.DeleteFunc(slices.Clone(dm.GetFinalizers()), func(f string) bool { return f == instanceFinalizer })
 	patch := map[string]any{"metadata": map[string]any{"finalizers": finalizers, "resourceVersion": dm.GetResourceVersion()}}

@@ -44,8 +44,31 @@ pub fn name(pool: &str) -> String {
 pub fn identity() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown-user".into());
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(account);
     format!("{user}@{} pid {}", host(), std::process::id())
+}
+
+/// The account this process runs as, where no USER says it (a CronJob, a CI runner).
+fn account() -> String {
+    #[cfg(unix)]
+    {
+        // SAFETY: getpwuid returns a pointer into static storage or null; the name is copied
+        // out at once, on this thread.
+        unsafe {
+            let uid = libc::getuid();
+            let entry = libc::getpwuid(uid);
+            if !entry.is_null() && !(*entry).pw_name.is_null() {
+                return std::ffi::CStr::from_ptr((*entry).pw_name)
+                    .to_string_lossy()
+                    .into_owned();
+            }
+            return format!("uid {uid}");
+        }
+    }
+    #[allow(unreachable_code)]
+    "unknown-user".into()
 }
 
 fn host() -> String {
@@ -376,6 +399,17 @@ mod tests {
     #[case::no_times(json!({"spec": {"holderIdentity": "a"}}), true)]
     fn lapses(#[case] lease: Value, #[case] lapsed: bool) {
         assert_eq!(Holder::of(&lease).lapsed(T0), lapsed);
+    }
+
+    #[test]
+    fn the_identity_names_user_host_and_process() {
+        let id = identity();
+        assert!(
+            id.ends_with(&format!(" pid {}", std::process::id())),
+            "{id}"
+        );
+        let (user, host) = id.split_once('@').unwrap();
+        assert!(!user.is_empty() && !host.starts_with(' '), "{id}");
     }
 
     #[test]
