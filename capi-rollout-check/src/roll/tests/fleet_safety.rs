@@ -427,3 +427,43 @@ fn the_pool_deleted_mid_roll_stops_it_after_three_reads() {
     );
     assert_eq!(deletes(&fake), ["delete m-a"]);
 }
+
+#[test]
+fn a_lease_deleted_by_someone_else_mid_roll_stops_it() {
+    let fake = three();
+    do_at(&fake, 4, |f| {
+        f.objects.borrow_mut().remove(&(
+            LEASES.to_string(),
+            "fleet".to_string(),
+            LEASE.to_string(),
+        ));
+    });
+    let (result, out) = run(&fake, &request(false, &|| false));
+    let e = result.unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_HELD, "{out}");
+    assert_eq!(e.to_string(), "Lease fleet/capi-rollout-check-roll-pool-1 was deleted by someone else; this roll stops: 1 Machine deleted so far by this roll");
+    assert_eq!(deletes(&fake), ["delete m-a"]);
+}
+
+/// Two `--take-over`s of one lapsed Lease: the one whose patch finds the Lease changed since
+/// its read (its JSON patch's test fails) is refused.
+#[test]
+fn a_take_over_that_loses_the_race() {
+    let fake = three();
+    held_by(&fake, "bob@ops pid 7", 300, 240);
+    fake.fail_next.borrow_mut().push(("patch", ClusterError::Failed {
+        command: "patch".into(),
+        message: "The request is invalid: the server rejected our request due to an error in our request".into(),
+    }));
+    let mut request = request(false, &|| false);
+    request.take_over = true;
+    let (result, _) = run(&fake, &request);
+    let e = result.unwrap_err();
+    assert_eq!(e.exit_code(), EXIT_HELD);
+    assert!(
+        e.to_string()
+            .ends_with("it lapsed, but another roll took it first; run the command again"),
+        "{e}"
+    );
+    assert!(deletes(&fake).is_empty());
+}
