@@ -45,19 +45,7 @@ func (c *testCluster) noRollBringUp(t *testing.T) {
 	since := time.Now()
 	infra := c.noRollInfrastructure()
 	c.CreateClusterIn(t, noRollNamespace, noRollCluster)
-	config := fmt.Sprintf(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
-kind: KubeadmConfig
-metadata: {name: %[1]s-a, namespace: %[2]s}
-spec:
-  files:
-    - path: /etc/sysctl.d/90-fleet.conf
-      content: |
-        vm.max_map_count = 262144
-  joinConfiguration:
-    nodeRegistration:
-      kubeletExtraArgs:
-        - {name: max-pods, value: "110"}
-`, noRollPool, noRollNamespace)
+	config := sysctlConfig(noRollPool+"-a", noRollNamespace)
 	pool := framework.NoRollPoolManifest(noRollPool, noRollNamespace, noRollCluster, noRollReplicas, "bootstrap.cluster.x-k8s.io", "KubeadmConfig", noRollPool+"-a")
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(noRollPool+"-a.yaml"), []byte(config), 0o644))
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(noRollPool+".yaml"), []byte(pool), 0o644))
@@ -79,6 +67,24 @@ spec:
 	}
 	infra.Synced(t)
 	c.checkNoRollAdmitted(t, since)
+}
+
+// sysctlConfig is a person's KubeadmConfig name in namespace: a sysctl file (vm.max_map_count
+// 262144, which a rotation's edit changes) and the kubelet's max-pods.
+func sysctlConfig(name, namespace string) string {
+	return fmt.Sprintf(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  files:
+    - path: /etc/sysctl.d/90-fleet.conf
+      content: |
+        vm.max_map_count = 262144
+  joinConfiguration:
+    nodeRegistration:
+      kubeletExtraArgs:
+        - {name: max-pods, value: "110"}
+`, name, namespace)
 }
 
 // waitSettled waits for the pool's instances to be what the stand-in keeps: as many as the

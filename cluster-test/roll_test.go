@@ -390,15 +390,7 @@ func (c *testCluster) rotateRefreshFromBefore(t *testing.T) {
 	crds := framework.ReadObjects(t, framework.ReadFile(t, "testdata/aws-machinepool.yaml"))
 	c.CP.CreateAll(t, crds)
 	framework.WaitEstablished(t, c.CP, []string{crds[0].GetName()})
-	config := fmt.Sprintf(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
-kind: KubeadmConfig
-metadata: {name: %[1]s-a, namespace: %[2]s}
-spec:
-  files:
-    - path: /etc/sysctl.d/90-fleet.conf
-      content: |
-        vm.max_map_count = 262144
-`, pool, noRollNamespace)
+	config := sysctlConfig(pool+"-a", noRollNamespace)
 	manifest := fmt.Sprintf(`apiVersion: cluster.x-k8s.io/v1beta2
 kind: MachinePool
 metadata: {name: %[1]s, namespace: %[2]s}
