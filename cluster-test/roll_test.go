@@ -314,10 +314,10 @@ func (c *testCluster) rollNeverReady(t *testing.T) {
 	infra := c.noRollInfrastructure()
 	infra.HoldNotReady(true)
 	sampler := c.sampleReady()
-	r := c.startRoll(t, "--timeout", "20s").wait(t)
+	r := c.startRoll(t, "--timeout", "10s").wait(t)
 	infra.HoldNotReady(false)
 	want := "; re-run the same command to go on: capi-rollout-check roll machinepool/" + noRollPool + " -n " + noRollNamespace + "\n"
-	if r.code != 3 || !strings.Contains(r.stderr, "capi-rollout-check roll: timed out after 20s waiting for the replacement of ") ||
+	if r.code != 3 || !strings.Contains(r.stderr, "capi-rollout-check roll: timed out after 10s waiting for the replacement of ") ||
 		!strings.Contains(r.stderr, ") is not Ready: 1 Machine deleted so far; roll kept at least 2 Ready by its own deletes") || !strings.HasSuffix(r.stderr, want) {
 		t.Fatalf("roll with a replacement never Ready: exit %d, stderr %q; want 3, the replacement named, 1 deleted and %q", r.code, r.stderr, want)
 	}
@@ -438,11 +438,11 @@ spec: {providerIDList: ["aws:///us-east-1a/i-0aa"]}
 	})
 	edited := pool + "-a-edited.yaml"
 	framework.Must(t, os.WriteFile(c.Artifacts.Path(edited), []byte(strings.Replace(config, "262144", "524288", 1)), 0o644))
-	r := c.rolloutCheckIn(t, noRollNamespace, c.Person.Kubeconfig, nil, "machinepool/"+pool, "-f", edited, "--timeout", "20s")
+	r := c.rolloutCheckIn(t, noRollNamespace, c.Person.Kubeconfig, nil, "machinepool/"+pool, "-f", edited, "--timeout", "15s")
 	named := fmt.Sprintf("AWSMachinePool %s/%s", noRollNamespace, pool)
 	for _, want := range []string{
 		named + " (CAPA) replaces the existing instances: an instance refresh (spec.refreshPreferences.disable: true turns it off)\n",
-		named + ": the instance refresh has not ended within 20s (0 of 1 instances replaced)",
+		named + ": the instance refresh has not ended within 15s (0 of 1 instances replaced)",
 		fmt.Sprintf("%s: PostLaunchTemplateUpdateOperationSuccess is False since %s, before this rotation (", named, failedAt.Format(time.RFC3339)),
 	} {
 		if !strings.Contains(r.stdout, want) {
