@@ -350,6 +350,9 @@ impl Run<'_> {
             batch.push((name, launched));
         }
         if batch.is_empty() {
+            // Decided again into a wait, or every candidate is one this roll deleted already:
+            // the next look is an interval away, never a busy loop.
+            self.cluster.pause(self.request.interval);
             return Ok(());
         }
         self.await_replacements(&batch, ready_before, &known)
