@@ -70,6 +70,18 @@ fn run(fake: &Fake, request: &Request) -> (Result<Done, RotateError>, String, St
     )
 }
 
+/// The rotation of pool-1's config to the content "b\n", as the person asks for it.
+fn rotate_b(fake: &Fake) -> (Result<Done, RotateError>, String, String) {
+    run(
+        fake,
+        &request(
+            "machinepool/pool-1",
+            manifest("pool-1-a", "b\n"),
+            DryRun::None,
+        ),
+    )
+}
+
 /// The name the policy suggests for pool-1-a with content "b\n".
 fn suggested() -> String {
     let current = config("pool-1-a", "a\n");
@@ -83,14 +95,7 @@ fn suggested() -> String {
 #[test]
 fn a_rotation_creates_repoints_and_waits() {
     let fake = fleet();
-    let (result, out, err) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, err) = rotate_b(&fake);
     let name = suggested();
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     assert_eq!(
@@ -151,14 +156,7 @@ fn a_re_run_uses_the_config_it_created() {
     let mut existing = one_object(&manifest(&name, "b\n"), "x").unwrap();
     existing["status"] = json!({"dataSecretName": name});
     fake.put(CONFIGS, existing);
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     assert_eq!(
         *fake.writes.borrow(),
@@ -171,14 +169,7 @@ fn a_re_run_uses_the_config_it_created() {
 fn a_refused_repoint_takes_the_new_config_back() {
     let mut fake = fleet();
     fake.refuse_patch = true;
-    let (result, _, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, _, _) = rotate_b(&fake);
     let name = suggested();
     let message = result.unwrap_err().to_string();
     assert!(message.starts_with("MachinePool fleet/pool-1 was not repointed: kubectl patch: admission webhook denied the request"), "{message}");
@@ -272,14 +263,7 @@ fn a_name_taken_by_another_spec() {
     let fake = fleet();
     let name = suggested();
     fake.put(CONFIGS, config(&name, "someone else's\n"));
-    let (result, _, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, _, _) = rotate_b(&fake);
     let e = result.unwrap_err().to_string();
     assert!(
         e.starts_with(&format!(
@@ -408,14 +392,7 @@ fn what_comes_after_the_rotation(
     #[case] report: String,
 ) {
     let fake = fleet_on(kind, spec, machines);
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     let name = suggested();
     let expected = format!(
@@ -432,14 +409,7 @@ fn no_instance_predates_the_new_data() {
         crate::fake::MACHINES,
         crate::fake::machine("pool-1", "m-late", "2026-12-06T04:00:00Z", true),
     );
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     assert!(out.contains("into the pool\nAzureMachinePool fleet/pool-1 (CAPZ) replaces no existing instance on a rotation: no existing instance predates the new data\nleft: "), "{out}");
 }
@@ -447,14 +417,7 @@ fn no_instance_predates_the_new_data() {
 #[test]
 fn a_pool_without_an_infrastructure_ref() {
     let fake = fleet();
-    let (_, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (_, out, _) = rotate_b(&fake);
     assert!(out.contains("into the pool\nMachinePool fleet/pool-1 has no spec.template.spec.infrastructureRef: capi-rollout-check cannot tell whether existing instances are replaced; new instances take the new data\nleft: "), "{out}");
 }
 
@@ -498,14 +461,7 @@ fn the_instance_refresh(#[case] versions: Vec<Value>, #[case] done: Done, #[case
         "awsmachinepools.infrastructure.cluster.x-k8s.io".into(),
         versions,
     );
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), done, "{out}");
     assert!(
         out.contains(&format!("into the pool\n{report}left: ")),
@@ -589,14 +545,7 @@ fn an_infrastructure_object_it_cannot_read(#[case] kind: &'static str, #[case] l
         denied: vec![("get", Box::leak(resource.into_boxed_str()))],
         ..fleet_on(kind, json!({"awsLaunchTemplate": {"name": "lt"}}), &[])
     };
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     assert!(
         out.contains(&format!("into the pool\n{line}left: ")),
@@ -616,14 +565,7 @@ fn an_instance_refresh_not_followed(
         denied: denied.into_iter().collect(),
         ..fleet_on("AWSMachinePool", spec, &[])
     };
-    let (result, out, _) = run(
-        &fake,
-        &request(
-            "machinepool/pool-1",
-            manifest("pool-1-a", "b\n"),
-            DryRun::None,
-        ),
-    );
+    let (result, out, _) = rotate_b(&fake);
     assert_eq!(result.unwrap(), Done::Rotated, "{out}");
     assert!(
         out.contains(&format!("into the pool\n{REFRESH}{line}left: ")),
