@@ -49,6 +49,20 @@ fn kubectl(dir: &Path, can_delete: bool, on_list: &str) -> PathBuf {
     path
 }
 
+/// `capi-rollout-check roll machinepool/pool-1 -n fleet --kubectl KUBECTL` and `extra`.
+fn roll_pool_1(kubectl: &str, extra: &[&str]) -> common::Run {
+    let mut args = vec![
+        "roll",
+        "machinepool/pool-1",
+        "-n",
+        "fleet",
+        "--kubectl",
+        kubectl,
+    ];
+    args.extend(extra);
+    common::run(&args, None)
+}
+
 fn dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
 }
@@ -66,18 +80,7 @@ fn deleted(dir: &Path) -> bool {
 fn the_plan_of_a_dry_run() {
     let dir = dir("roll-dry-run");
     let kubectl = kubectl(&dir, true, ":");
-    let r = common::run(
-        &[
-            "roll",
-            "machinepool/pool-1",
-            "-n",
-            "fleet",
-            "--dry-run",
-            "--kubectl",
-            kubectl.to_str().unwrap(),
-        ],
-        None,
-    );
+    let r = roll_pool_1(kubectl.to_str().unwrap(), &["--dry-run"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stdout,
@@ -96,19 +99,7 @@ MachinePool fleet/pool-1: 1 of 2 Machines were launched before data Secret pool-
 fn ctrl_c_while_waiting() {
     let dir = dir("roll-ctrl-c");
     let kubectl = kubectl(&dir, true, "kill -INT $PPID");
-    let r = common::run(
-        &[
-            "roll",
-            "machinepool/pool-1",
-            "-n",
-            "fleet",
-            "--timeout",
-            "60s",
-            "--kubectl",
-            kubectl.to_str().unwrap(),
-        ],
-        None,
-    );
+    let r = roll_pool_1(kubectl.to_str().unwrap(), &["--timeout", "60s"]);
     assert_eq!(r.code, 130, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stderr,
@@ -139,17 +130,7 @@ fn a_second_roll_is_refused_at_once() {
         format!(r#"{{"kind":"Lease","metadata":{{"name":"capi-rollout-check-roll-pool-1"}},"spec":{{"holderIdentity":"bob@ops pid 7","leaseDurationSeconds":60,"acquireTime":"{at}","renewTime":"{at}"}}}}"#),
     )
     .unwrap();
-    let r = common::run(
-        &[
-            "roll",
-            "machinepool/pool-1",
-            "-n",
-            "fleet",
-            "--kubectl",
-            kubectl.to_str().unwrap(),
-        ],
-        None,
-    );
+    let r = roll_pool_1(kubectl.to_str().unwrap(), &[]);
     assert_eq!(r.code, 4, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.starts_with("capi-rollout-check roll: MachinePool fleet/pool-1 is being rolled by another roll: Lease fleet/capi-rollout-check-roll-pool-1 (bob@ops pid 7 took it "), "{}", r.stderr);
     assert_eq!(r.stdout, "");
@@ -159,17 +140,7 @@ fn a_second_roll_is_refused_at_once() {
 
 #[test]
 fn no_kubectl_exits_2_before_anything() {
-    let r = common::run(
-        &[
-            "roll",
-            "machinepool/pool-1",
-            "-n",
-            "fleet",
-            "--kubectl",
-            "/nonexistent/kubectl",
-        ],
-        None,
-    );
+    let r = roll_pool_1("/nonexistent/kubectl", &[]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(r.stderr.starts_with("capi-rollout-check roll: kubectl get machinepools.cluster.x-k8s.io pool-1 -o json --ignore-not-found -n fleet: cannot run /nonexistent/kubectl: "), "{}", r.stderr);
     assert!(
@@ -183,17 +154,7 @@ fn no_kubectl_exits_2_before_anything() {
 fn rbac_is_checked_before_any_delete() {
     let dir = dir("roll-rbac");
     let kubectl = kubectl(&dir, false, ":");
-    let r = common::run(
-        &[
-            "roll",
-            "machinepool/pool-1",
-            "-n",
-            "fleet",
-            "--kubectl",
-            kubectl.to_str().unwrap(),
-        ],
-        None,
-    );
+    let r = roll_pool_1(kubectl.to_str().unwrap(), &[]);
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert_eq!(
         r.stderr,
