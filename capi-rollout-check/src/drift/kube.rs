@@ -108,9 +108,9 @@ impl Lister for Kubectl {
                 ))
             })?;
         if !output.status.success() {
-            return Err(fail(
-                String::from_utf8_lossy(&output.stderr).trim().to_string(),
-            ));
+            return Err(fail(crate::kubectl_words::explained(
+                &String::from_utf8_lossy(&output.stderr),
+            )));
         }
         let list: Value = serde_json::from_slice(&output.stdout)
             .map_err(|e| fail(format!("unreadable output: {e}")))?;
@@ -226,6 +226,23 @@ fn listed_pools(lister: &dyn Lister, request: &Request) -> Result<Vec<Value>, Dr
     Ok(pools)
 }
 
+/// A namespace named with `-n` that does not exist is a mistake to name, not a namespace with
+/// no pools. One list of namespaces by the label the API server gives each its name; one the
+/// person may not list namespaces to check is taken as it was named.
+fn namespace_exists(lister: &dyn Lister, ns: &str) -> Result<(), DriftError> {
+    let selector = format!("kubernetes.io/metadata.name={ns}");
+    let scope = Scope::Namespace(None);
+    let Ok(found) = lister.list("namespaces", &scope, Some(&selector), false) else {
+        return Ok(());
+    };
+    if found.is_empty() {
+        return Err(DriftError::Input(format!(
+            "namespace {ns} does not exist (kubectl get namespace {ns})"
+        )));
+    }
+    Ok(())
+}
+
 pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftError> {
     let scope = &request.scope;
     let pools = listed_pools(lister, request)?;
@@ -234,6 +251,9 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         pools: Vec::new(),
     };
     if pools.is_empty() {
+        if let Scope::Namespace(Some(ns)) = scope {
+            namespace_exists(lister, ns)?;
+        }
         return Ok(report);
     }
     let mut configs = Vec::new();

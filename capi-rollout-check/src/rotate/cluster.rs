@@ -216,7 +216,7 @@ impl Kubectl {
         if output.status.success() {
             return Ok((stdout, stderr));
         }
-        let message = without_klog(&stderr);
+        let message = capi_rollout_check::kubectl_words::explained(&stderr);
         if message.contains("(Forbidden)") && message.contains(" cannot ") {
             let (verb, resource, namespace) = what;
             return Err(ClusterError::Forbidden {
@@ -230,28 +230,6 @@ impl Kubectl {
             command: shown,
             message,
         })
-    }
-}
-
-/// kubectl's error without the client library's log lines (`E1207 08:13:58.605266 24278
-/// memcache.go:265] ...`, one per retry of its discovery), which repeat what its last line
-/// says; all of it when nothing else is left.
-fn without_klog(stderr: &str) -> String {
-    let klog = |l: &str| {
-        let b = l.as_bytes();
-        b.len() > 6
-            && matches!(b[0], b'E' | b'W' | b'I' | b'F')
-            && b[1..5].iter().all(u8::is_ascii_digit)
-            && b[5] == b' '
-    };
-    let kept: Vec<&str> = stderr
-        .lines()
-        .filter(|l| !klog(l) && !l.trim().is_empty())
-        .collect();
-    if kept.is_empty() {
-        stderr.trim().to_string()
-    } else {
-        kept.join("\n")
     }
 }
 
@@ -340,7 +318,9 @@ impl Cluster for Kubectl {
             Some("no") => Ok(false),
             _ => Err(ClusterError::Failed {
                 command: shown,
-                message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+                message: capi_rollout_check::kubectl_words::explained(&String::from_utf8_lossy(
+                    &output.stderr,
+                )),
             }),
         }
     }
@@ -483,25 +463,6 @@ mod tests {
             message: message.into(),
         };
         assert_eq!(e.fault(), fault);
-    }
-
-    #[test]
-    fn kubectls_log_lines_are_left_out_of_its_error() {
-        let stderr = "E1207 08:13:58.605266   24278 memcache.go:265] \"Unhandled Error\" err=\"couldn't get current server API group list\"\n\
-                      E1207 08:13:58.606784   24278 memcache.go:265] \"Unhandled Error\"\n\
-                      The connection to the server 127.0.0.1:38813 was refused - did you specify the right host or port?\n";
-        assert_eq!(
-            without_klog(stderr),
-            "The connection to the server 127.0.0.1:38813 was refused - did you specify the right host or port?"
-        );
-        assert_eq!(
-            without_klog("E1207 only a log line\n"),
-            "E1207 only a log line"
-        );
-        assert_eq!(
-            without_klog("Error from server (NotFound): x\n"),
-            "Error from server (NotFound): x"
-        );
     }
 
     #[test]

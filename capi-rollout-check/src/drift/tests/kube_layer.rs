@@ -26,6 +26,17 @@ impl Lister for FakeLister {
             "machinepools.cluster.x-k8s.io" => w.pools.clone(),
             "secrets" => w.secrets.clone(),
             "machines.cluster.x-k8s.io" => w.machines.clone(),
+            // One namespace exists: fleet.
+            "namespaces" if selector == Some("kubernetes.io/metadata.name=fleet") => {
+                vec![json!({"metadata": {"name": "fleet"}})]
+            }
+            "namespaces" if selector == Some("kubernetes.io/metadata.name=forbidden") => {
+                return Err(ListError {
+                    resource: resource.into(),
+                    message: "Error from server (Forbidden): namespaces is forbidden".into(),
+                })
+            }
+            "namespaces" => vec![],
             r if r.ends_with(".bootstrap.cluster.x-k8s.io") => w
                 .configs
                 .iter()
@@ -136,6 +147,32 @@ fn usage_errors(#[case] scope: Scope, #[case] pools: &[&str], #[case] message: &
     let pools: Vec<String> = pools.iter().map(|p| p.to_string()).collect();
     let e = kube::drift(&lister, &request(scope, &pools)).unwrap_err();
     assert_eq!(e.to_string(), message);
+}
+
+/// `-n` of a namespace with no pools: a report of none if it exists, an error naming it if not
+/// (a typo must not look like a clean namespace), a report of none if namespaces may not be
+/// listed to tell.
+#[rstest]
+#[case::exists("fleet", None)]
+#[case::does_not_exist(
+    "flet",
+    Some("namespace flet does not exist (kubectl get namespace flet)")
+)]
+#[case::may_not_list_namespaces("forbidden", None)]
+fn a_namespace_without_pools(#[case] ns: &str, #[case] error: Option<&str>) {
+    let lister = FakeLister {
+        world: World::default(),
+        calls: RefCell::default(),
+    };
+    let result = kube::drift(&lister, &request(Scope::Namespace(Some(ns.into())), &[]));
+    match error {
+        None => assert!(result.unwrap().pools.is_empty()),
+        Some(message) => assert_eq!(result.unwrap_err().to_string(), message),
+    }
+    assert_eq!(
+        lister.calls.borrow().last().unwrap(),
+        &format!("namespaces Namespace(None) Some(\"kubernetes.io/metadata.name={ns}\") false")
+    );
 }
 
 #[test]
