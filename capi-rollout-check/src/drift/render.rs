@@ -169,10 +169,12 @@ pub fn table(report: &Report) -> String {
             if !c.paths.is_empty() {
                 out.push_str(&format!(
                     "    {}: {}\n",
+                    // What the manager owns, not what this edit changed: an Update manager
+                    // that also wrote the field before owns it still.
                     if c.paths_are_applied_set {
                         "applied set"
                     } else {
-                        "changed"
+                        "owned by its manager"
                     },
                     c.paths.join(", ")
                 ));

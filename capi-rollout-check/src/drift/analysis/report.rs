@@ -143,8 +143,9 @@ pub struct Cause {
     pub operation: Option<String>,
     /// The edit's time, or the data Secret's creation for a rotation.
     pub time: Option<i64>,
-    /// The fields an Update manager owns under spec (the fields it changed); for an Apply
-    /// manager its applied set (`paths_are_applied_set`).
+    /// The fields an Update manager owns under spec: every field it has written, so possibly
+    /// more than the edit changed; for an Apply manager its applied set
+    /// (`paths_are_applied_set`).
     pub paths: Vec<String>,
     pub paths_are_applied_set: bool,
     /// Whether the data Secret was written after the edit; None for a rotation.
