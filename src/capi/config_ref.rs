@@ -39,6 +39,13 @@ impl RefIdentity {
         .identity()
     }
 
+    /// A reference given as a `serde_json` value (tools: a configRef, an infrastructureRef),
+    /// read as the policy reads a configRef: the group from `apiGroup` (v1beta2), else from
+    /// `apiVersion` (v1beta1); a field absent or not a string reads as empty.
+    pub fn of_value(reference: &Value) -> Self {
+        RefIdentity::of(&Node::from_value(reference))
+    }
+
     /// Whether the ref names the config `{group, kind} namespace/name`.
     pub fn names(&self, group_kind: &GroupKind, namespace: &str, name: &str) -> bool {
         RefStrings {
@@ -138,6 +145,19 @@ mod tests {
         assert_eq!(
             (&*id.group, &*id.kind, &*id.name, &*id.namespace),
             (group, kind, name, namespace)
+        );
+    }
+
+    /// The tools read a ref given as a JSON value the same way.
+    #[rstest]
+    #[case::v1beta2(json!({"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachinePool", "name": "p"}))]
+    #[case::v1beta1(json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta1", "kind": "KubeadmConfig", "name": "kc-1", "namespace": "fleet"}))]
+    #[case::not_strings(json!({"apiGroup": 1, "kind": null, "name": ["n"]}))]
+    #[case::not_an_object(json!("kc-1"))]
+    fn a_ref_as_a_json_value(#[case] reference: Value) {
+        assert_eq!(
+            RefIdentity::of_value(&reference),
+            RefIdentity::of(&Node::from_value(&reference))
         );
     }
 

@@ -44,7 +44,6 @@ mod report;
 pub(crate) use fix::fresh_name;
 pub use fix::{reissue_name, resource};
 pub use managed_fields::leaf_paths;
-pub use objects::group_of;
 pub use report::{
     Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instance, Instances, Level, PoolReport,
     Report, SecretInfo, StaleBecause, StaleInstance, Topology, Verdict,

@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::process::{Command, Stdio};
 
+use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use serde_json::Value;
 
-use super::analysis::{self, group_of, Inputs, Report, CLUSTER_NAME_LABEL, POOL_NAME_LABEL};
+use super::analysis::{self, Inputs, Report, CLUSTER_NAME_LABEL, POOL_NAME_LABEL};
 use super::records;
 
 /// Which namespaces.
@@ -165,21 +166,16 @@ pub struct Request<'a> {
     pub cluster_flags: String,
 }
 
+/// The `{group, kind}` of each ref at `pointer` (a ref without a group, or whose kind is not a
+/// string, left out: there is nothing to list for it).
 fn refs(pools: &[Value], pointer: &str) -> BTreeSet<(String, String)> {
     pools
         .iter()
         .filter_map(|p| {
             let r = p.pointer(pointer)?;
-            let group = r
-                .get("apiGroup")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .or_else(|| {
-                    r.get("apiVersion")
-                        .and_then(Value::as_str)
-                        .map(|v| group_of(v).to_string())
-                })?;
-            Some((group, r.get("kind")?.as_str()?.to_string()))
+            r.get("kind")?.as_str()?;
+            let id = RefIdentity::of_value(r);
+            (!id.group.is_empty()).then_some((id.group, id.kind))
         })
         .collect()
 }

@@ -2,10 +2,10 @@
 //! the object its `spec.template.spec.infrastructureRef` names, the policy's record of that
 //! kind, and the pool's MachinePool Machines with their age against the data Secret.
 
+use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use capi_bootstrap_rollout_policy::capi::infrastructure::{
     infrastructure, Infrastructure, ReadsBootstrapData, Replacement,
 };
-use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use serde_json::Value;
 
 use super::plan::Instance;
@@ -26,17 +26,16 @@ pub struct InfraRef {
 }
 
 impl InfraRef {
+    /// `None` unless the ref names a group, a kind and a name.
     pub fn of(pool: &Value) -> Option<InfraRef> {
         let r = pool.pointer("/spec/template/spec/infrastructureRef")?;
-        let text = |key: &str| r.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let group = match text("apiGroup") {
-            Some(group) => group.to_string(),
-            None => group_of_api_version(text("apiVersion")?).to_string(),
-        };
-        Some(InfraRef {
+        let RefIdentity {
+            group, kind, name, ..
+        } = RefIdentity::of_value(r);
+        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(InfraRef {
             group,
-            kind: text("kind")?.to_string(),
-            name: text("name")?.to_string(),
+            kind,
+            name,
         })
     }
 

@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use capi_bootstrap_rollout_policy::capi::kinds::{
     group_of_api_version, is_machine_pool, is_machine_template_consumer,
 };
@@ -32,17 +33,16 @@ pub struct ConfigRef {
 }
 
 impl ConfigRef {
+    /// `None` unless the ref names a group, a kind and a name.
     pub fn of(consumer: &Value) -> Option<ConfigRef> {
         let r = consumer.pointer("/spec/template/spec/bootstrap/configRef")?;
-        let text = |key: &str| r.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
-        let group = match text("apiGroup") {
-            Some(group) => group.to_string(),
-            None => group_of_api_version(text("apiVersion")?).to_string(),
-        };
-        Some(ConfigRef {
+        let RefIdentity {
+            group, kind, name, ..
+        } = RefIdentity::of_value(r);
+        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(ConfigRef {
             group,
-            kind: text("kind")?.to_string(),
-            name: text("name")?.to_string(),
+            kind,
+            name,
         })
     }
 

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use serde_json::Value;
 
 use super::{Inputs, Instance, POOL_NAME_LABEL};
@@ -23,27 +24,15 @@ pub(super) fn created(object: &Value) -> Option<i64> {
     meta(object, "creationTimestamp").and_then(time::parse)
 }
 
-pub fn group_of(api_version: &str) -> &str {
-    api_version.rsplit_once('/').map_or("", |(g, _)| g)
-}
-
-/// `{apiGroup|apiVersion, kind, name}` of a reference.
+/// `{apiGroup|apiVersion, kind, name}` of a reference, read as the policy reads one; `None`
+/// when its kind or name is not a string.
 pub(super) fn reference(r: &Value) -> Option<(String, String, String)> {
-    let group = r
-        .get("apiGroup")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| {
-            r.get("apiVersion")
-                .and_then(Value::as_str)
-                .map(|v| group_of(v).to_string())
-        })
-        .unwrap_or_default();
-    Some((
-        group,
-        r.get("kind")?.as_str()?.to_string(),
-        r.get("name")?.as_str()?.to_string(),
-    ))
+    r.get("kind")?.as_str()?;
+    r.get("name")?.as_str()?;
+    let RefIdentity {
+        group, kind, name, ..
+    } = RefIdentity::of_value(r);
+    Some((group, kind, name))
 }
 
 pub(super) type Key = (String, String, String);
