@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::rotate::cluster::{Cluster, ClusterError, DryRun, Written};
+use crate::cluster::{Cluster, ClusterError, DryRun, Written};
 
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The fake's time at start: 2026-12-06T03:10:00Z, in microseconds.

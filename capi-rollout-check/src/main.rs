@@ -10,6 +10,7 @@
 //! finds the pools whose instances run older bootstrap data (the library's drift/).
 
 mod check;
+mod cluster;
 #[cfg(test)]
 mod fake;
 mod interrupt;
@@ -229,8 +230,8 @@ struct RotateArgs {
     #[arg(long, conflicts_with = "manifests")]
     kubeconfig: Option<String>,
     /// none, client (print what would be done), or server (every write sent as a dry run).
-    #[arg(long = "dry-run", value_enum, default_value_t = rotate::cluster::DryRun::None, conflicts_with = "manifests")]
-    dry_run: rotate::cluster::DryRun,
+    #[arg(long = "dry-run", value_enum, default_value_t = cluster::DryRun::None, conflicts_with = "manifests")]
+    dry_run: cluster::DryRun,
     /// How long to wait for CAPI to take the new config up, and then for each step of what
     /// follows (seconds, or with s/m); 0: do not wait.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
@@ -278,8 +279,8 @@ fn kubectl(
     program: Option<&String>,
     kubeconfig: Option<&String>,
     context: Option<&String>,
-) -> rotate::cluster::Kubectl {
-    rotate::cluster::Kubectl {
+) -> cluster::Kubectl {
+    cluster::Kubectl {
         program: program
             .cloned()
             .or_else(|| std::env::var("KUBECTL").ok())

@@ -8,6 +8,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use capi_bootstrap_rollout_policy::settings::parse::type_name;
 use serde_json::Value;
@@ -480,4 +481,55 @@ fn objects_of(
             ))),
         })
         .collect()
+}
+
+/// `spec.template.spec.bootstrap.configRef` of a MachinePool, MachineDeployment or MachineSet,
+/// in either API version (`apiGroup` in v1beta2, `apiVersion` in v1beta1).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigRef {
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl ConfigRef {
+    /// `None` unless the ref names a group, a kind and a name.
+    pub fn of(consumer: &Value) -> Option<ConfigRef> {
+        let r = consumer.pointer("/spec/template/spec/bootstrap/configRef")?;
+        let RefIdentity {
+            group, kind, name, ..
+        } = RefIdentity::of_value(r);
+        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(ConfigRef {
+            group,
+            kind,
+            name,
+        })
+    }
+
+    /// Whether this ref names `key` (a config or template in the consumer's namespace).
+    pub fn names(&self, key: &Key) -> bool {
+        self.group == key.group && self.kind == key.kind && self.name == key.name
+    }
+}
+
+/// The identity of a manifest, as `capi-rollout-check` pairs objects.
+pub fn key_of(object: &Value) -> Key {
+    let text = |pointer: &str| {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let namespace = text("/metadata/namespace");
+    Key {
+        group: group_of_api_version(&text("/apiVersion")).to_string(),
+        kind: text("/kind"),
+        namespace: if namespace.is_empty() {
+            DEFAULT_NAMESPACE.to_string()
+        } else {
+            namespace
+        },
+        name: text("/metadata/name"),
+    }
 }

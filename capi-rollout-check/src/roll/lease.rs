@@ -15,7 +15,7 @@ use capi_rollout_check::drift::time;
 use serde_json::{json, Value};
 
 use super::RollError;
-use crate::rotate::cluster::{Cluster, ClusterError, DryRun, Fault};
+use crate::cluster::{Cluster, ClusterError, DryRun, Fault};
 
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// How long a Lease holds without a renewal.

@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::rotate::cluster::{Cluster, ClusterError, Fault};
-use crate::rotate::plan::{key_of, ConfigRef};
+use crate::cluster::{Cluster, ClusterError, Fault};
+use crate::manifests::{key_of, ConfigRef};
 use lease::LEASES;
 use plan::{Budget, MaxUnavailable};
 use pool::{PoolInfra, Route, MACHINES, SECRETS};
@@ -181,7 +181,7 @@ fn data_secret(cluster: &dyn Cluster, pool: &Value) -> Result<(String, String), 
         )));
     };
     if let Some(config) = ConfigRef::of(pool) {
-        let resource = crate::rotate::resource_of(&config.kind, &config.group, None);
+        let resource = crate::cluster::resource_of(&config.kind, &config.group, None);
         let current = cluster.get(&resource, Some(&key.namespace), &config.name)?;
         let copied = current
             .as_ref()

@@ -9,8 +9,8 @@ use capi_bootstrap_rollout_policy::capi::infrastructure::{
 use serde_json::Value;
 
 use super::plan::Instance;
-use crate::rotate::cluster::{Cluster, ClusterError};
-use crate::rotate::resource_of;
+use crate::cluster::resource_of;
+use crate::cluster::{Cluster, ClusterError};
 
 pub const MACHINES: &str = "machines.cluster.x-k8s.io";
 pub const SECRETS: &str = "secrets";

@@ -11,8 +11,8 @@ use capi_rollout_check::drift::time;
 
 use super::plan::{plural, Instance};
 use super::pool::{self, PoolInfra, Route};
-use crate::rotate::cluster::Cluster;
-use crate::rotate::plan::key_of;
+use crate::cluster::Cluster;
+use crate::manifests::key_of;
 
 /// What comes after the report.
 pub enum After {

@@ -19,7 +19,7 @@ use super::lease::Lease;
 use super::plan::{self, next, plural, ready_count, Budget, Instance, MaxUnavailable, Next};
 use super::pool::{self, MACHINES};
 use super::{budget, RollError, Rolled, POOLS};
-use crate::rotate::cluster::{Cluster, Fault};
+use crate::cluster::{Cluster, Fault};
 
 /// The pool being rolled: what stays the same for the whole roll.
 pub struct Target {

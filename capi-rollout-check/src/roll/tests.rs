@@ -315,7 +315,7 @@ fn other_infrastructures(
 ) {
     let fake = fleet(3, json!(null), "m-a:10:R");
     fake.put(POOLS, pool(kind, 3));
-    let resource = crate::rotate::resource_of(kind, GROUP, None);
+    let resource = crate::cluster::resource_of(kind, GROUP, None);
     fake.put(&resource, infra(kind, spec));
     let (result, out) = run(&fake, &request(false, &|| false));
     let rolled = result.unwrap();

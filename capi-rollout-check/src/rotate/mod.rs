@@ -14,7 +14,6 @@
 // size costs nothing.
 #![allow(clippy::result_large_err)]
 
-pub mod cluster;
 pub mod gitops;
 mod owned;
 pub mod plan;
@@ -31,8 +30,8 @@ use capi_bootstrap_rollout_policy::diff::changed_fields_at;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use serde_json::Value;
 
+use crate::cluster::{repoint_patch, resource_of, Cluster, ClusterError, DryRun};
 use crate::manifests::{Key, ManifestSet};
-use cluster::{repoint_patch, Cluster, ClusterError, DryRun};
 use plan::{key_of, person_owned, plan, rejections, ConfigRef, Plan, PlanError};
 
 /// Exit codes of `rotate`.
@@ -145,16 +144,6 @@ fn consumer_kind(arg: &str) -> Result<(&'static ConsumerKind, &str), RotateError
         return Err(usage());
     }
     Ok((&found.1, name))
-}
-
-/// kubectl's resource name of a config kind: `kubeadmconfigs.bootstrap.cluster.x-k8s.io`, with
-/// the version when given (`kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io`).
-pub fn resource_of(kind: &str, group: &str, version: Option<&str>) -> String {
-    let plural = format!("{}s", kind.to_lowercase());
-    match version {
-        Some(v) => format!("{plural}.{v}.{group}"),
-        None => format!("{plural}.{group}"),
-    }
 }
 
 /// Runs an editor on a text: the text saved, or why not.

@@ -7,10 +7,7 @@
 
 use std::fmt;
 
-use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
-use capi_bootstrap_rollout_policy::capi::kinds::{
-    group_of_api_version, is_machine_pool, is_machine_template_consumer,
-};
+use capi_bootstrap_rollout_policy::capi::kinds::{is_machine_pool, is_machine_template_consumer};
 use capi_bootstrap_rollout_policy::capi::paths::{FieldPath, PathPattern};
 use capi_bootstrap_rollout_policy::settings::{Action, Settings};
 use serde_json::{Map, Value};
@@ -18,61 +15,11 @@ use serde_json::{Map, Value};
 pub use super::owned::person_owned;
 use super::owned::{fill_from, owned_entries};
 use crate::check::{self, Operation};
-use crate::manifests::{Key, ManifestSet, DEFAULT_NAMESPACE};
+pub use crate::manifests::{key_of, ConfigRef};
+use crate::manifests::{Key, ManifestSet};
 
 /// The label the topology controller puts on what a ClusterClass's Cluster owns.
 const TOPOLOGY_OWNED_LABEL: &str = "topology.cluster.x-k8s.io/owned";
-
-/// `spec.template.spec.bootstrap.configRef` of a MachinePool, MachineDeployment or MachineSet,
-/// in either API version (`apiGroup` in v1beta2, `apiVersion` in v1beta1).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigRef {
-    pub group: String,
-    pub kind: String,
-    pub name: String,
-}
-
-impl ConfigRef {
-    /// `None` unless the ref names a group, a kind and a name.
-    pub fn of(consumer: &Value) -> Option<ConfigRef> {
-        let r = consumer.pointer("/spec/template/spec/bootstrap/configRef")?;
-        let RefIdentity {
-            group, kind, name, ..
-        } = RefIdentity::of_value(r);
-        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(ConfigRef {
-            group,
-            kind,
-            name,
-        })
-    }
-
-    /// Whether this ref names `key` (a config or template in the consumer's namespace).
-    pub fn names(&self, key: &Key) -> bool {
-        self.group == key.group && self.kind == key.kind && self.name == key.name
-    }
-}
-
-/// The identity of a manifest, as `capi-rollout-check` pairs objects.
-pub fn key_of(object: &Value) -> Key {
-    let text = |pointer: &str| {
-        object
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let namespace = text("/metadata/namespace");
-    Key {
-        group: group_of_api_version(&text("/apiVersion")).to_string(),
-        kind: text("/kind"),
-        namespace: if namespace.is_empty() {
-            DEFAULT_NAMESPACE.to_string()
-        } else {
-            namespace
-        },
-        name: text("/metadata/name"),
-    }
-}
 
 /// Why there is no rotation to do; each names the objects and what to do instead.
 #[derive(Debug, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 use rstest::rstest;
 use serde_json::{json, Value};
 
-use super::cluster::DryRun;
 use super::*;
+use crate::cluster::DryRun;
 use crate::fake::{Fake, CONFIGS, POOLS};
 
 mod reissue_flow;

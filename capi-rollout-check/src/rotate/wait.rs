@@ -7,9 +7,9 @@ use std::time::Duration;
 use capi_bootstrap_rollout_policy::capi::kinds::is_machine_pool;
 use serde_json::Value;
 
-use super::cluster::{poll, Cluster};
 use super::plan::{key_of, ConfigRef};
 use super::{ConsumerKind, Done, Request, RotateError};
+use crate::cluster::{poll, Cluster};
 use crate::manifests::Key;
 use crate::roll::report::{after_rotation, follow_refresh, After};
 use crate::roll::{self, pool};

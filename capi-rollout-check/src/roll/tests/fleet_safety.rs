@@ -8,10 +8,10 @@ use rstest::rstest;
 use serde_json::{json, Value};
 
 use super::{deletes, fleet, pool, request, run};
+use crate::cluster::ClusterError;
 use crate::fake::{Fake, LEASES, MACHINES, NOW, POOLS};
 use crate::roll::lease::{self, micro_time};
 use crate::roll::{RollError, Rolled, EXIT_ERROR, EXIT_HELD, EXIT_TIMED_OUT};
-use crate::rotate::cluster::ClusterError;
 
 const LEASE: &str = "capi-rollout-check-roll-pool-1";
 

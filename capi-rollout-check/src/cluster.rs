@@ -1,7 +1,7 @@
-//! The cluster the rotation talks to, through kubectl: its kubeconfig, context and namespace
-//! flags as the person uses them, and every write an API request the policy judges. The flow
-//! ([`rotate`]) sees the cluster through [`Cluster`], so that its error cases are tested
-//! without one.
+//! The cluster `rotate` and `roll` talk to, through kubectl: its kubeconfig, context and
+//! namespace flags as the person uses them, and every write an API request the policy judges.
+//! The flows see the cluster through [`Cluster`], so that their error cases are tested without
+//! one (`fake.rs`).
 
 use std::fmt;
 use std::io::Write;
@@ -10,6 +10,16 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+/// kubectl's resource name of a config kind: `kubeadmconfigs.bootstrap.cluster.x-k8s.io`, with
+/// the version when given (`kubeadmconfigs.v1beta1.bootstrap.cluster.x-k8s.io`).
+pub fn resource_of(kind: &str, group: &str, version: Option<&str>) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    match version {
+        Some(v) => format!("{plural}.{v}.{group}"),
+        None => format!("{plural}.{group}"),
+    }
+}
 
 /// kubectl's `--dry-run`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
