@@ -281,14 +281,15 @@ pub fn roll(
             "{key} has no spec.template.spec.infrastructureRef: roll cannot tell how to replace its instances"
         )));
     };
-    if let Route::Unread { depends_on, why } = infra.route() {
-        return Err(RollError::Input(format!(
-            "{}; roll deletes nothing",
-            infra.unread_line(&depends_on, &why)
-        )));
-    }
-    if infra.route() != Route::DeleteMachines {
-        return Ok(not_by_deleting(&infra, out));
+    match infra.route() {
+        Route::DeleteMachines => {}
+        Route::Unread { depends_on, why } => {
+            return Err(RollError::Input(format!(
+                "{}; roll deletes nothing",
+                infra.unread_line(&depends_on, &why)
+            )))
+        }
+        route => return Ok(not_by_deleting(&infra, route, out)),
     }
     check_rbac(cluster, &key.namespace).map_err(before_writing)?;
     let (secret, created) = data_secret(cluster, &pool).map_err(before_writing)?;
@@ -301,12 +302,17 @@ pub fn roll(
         max,
         infra: infra.named(),
         unread: infra.unread.clone(),
-        replicas: std::cell::Cell::new(0),
     };
     if request.dry_run {
-        target.plan(cluster, &pool, out).map_err(before_writing)?;
-        let _ = writeln!(out, "(dry run) nothing was deleted");
-        return Ok(Rolled::DryRun);
+        return Ok(
+            match target.plan(cluster, &pool, out).map_err(before_writing)? {
+                steps::Planned::Nothing => Rolled::NothingToDo,
+                steps::Planned::Steps { .. } => {
+                    let _ = writeln!(out, "(dry run) nothing was deleted");
+                    Rolled::DryRun
+                }
+            },
+        );
     }
     let held = lease::acquire(
         cluster,
@@ -319,9 +325,11 @@ pub fn roll(
     let rolled = target
         .plan(cluster, &pool, out)
         .map_err(before_writing)
-        .and_then(|nothing| match nothing {
-            Some(done) => Ok(done),
-            None => steps::run(cluster, request, &target, &held, out),
+        .and_then(|planned| match planned {
+            steps::Planned::Nothing => Ok(Rolled::NothingToDo),
+            steps::Planned::Steps { replicas } => {
+                steps::run(cluster, request, (&target, replicas), &held, out)
+            }
         });
     release(cluster, &held, rolled, out)
 }
@@ -361,9 +369,9 @@ fn release(
 }
 
 /// What `roll` prints, and returns, on an infrastructure where deleting Machines is not the way.
-fn not_by_deleting(infra: &PoolInfra, out: &mut dyn Write) -> Rolled {
+fn not_by_deleting(infra: &PoolInfra, route: Route, out: &mut dyn Write) -> Rolled {
     let named = infra.named();
-    let (line, rolled) = match infra.route() {
+    let (line, rolled) = match route {
         Route::Provider { disabled_by } => (
             format!(
                 "{named} replaces the instances itself on a rotation ({}){}: roll deletes nothing",

@@ -8,7 +8,6 @@
 //! autoscaler, a person) changes it at once; a Machine deleted or not Ready for any reason
 //! counts against it; a Machine being deleted is never deleted again.
 
-use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -33,8 +32,14 @@ pub struct Target {
     pub infra: String,
     /// Why the infrastructure object could not be read (its maxUnavailable taken as 1).
     pub unread: Option<String>,
-    /// The replicas at the last read.
-    pub replicas: Cell<u32>,
+}
+
+/// What the plan found.
+pub enum Planned {
+    /// No stale Machine: nothing to replace.
+    Nothing,
+    /// Stale Machines in a pool of this many replicas.
+    Steps { replicas: u32 },
 }
 
 /// The pool as read at one moment.
@@ -99,7 +104,6 @@ impl Target {
             )));
         }
         let replicas = pool::replicas(pool);
-        self.replicas.set(replicas);
         let (budget, mut said) = budget(self.max, replicas);
         if let Some(why) = &self.unread {
             said = format!("{said} ({} unread: {why})", self.infra);
@@ -112,13 +116,13 @@ impl Target {
         })
     }
 
-    /// Prints what the roll will do, from `pool` as just read. `Some`: nothing to do.
+    /// Prints what the roll will do, from `pool` as just read.
     pub fn plan(
         &self,
         cluster: &dyn Cluster,
         pool: &Value,
         out: &mut dyn Write,
-    ) -> Result<Option<Rolled>, RollError> {
+    ) -> Result<Planned, RollError> {
         let view = self.look(cluster, Some(pool))?;
         let key = self.key();
         let _ = writeln!(
@@ -142,7 +146,7 @@ impl Target {
                 "{key}: nothing to replace: every Machine was launched after data Secret {}",
                 self.secret
             );
-            return Ok(Some(Rolled::NothingToDo));
+            return Ok(Planned::Nothing);
         }
         if !stale.is_empty() {
             let _ = writeln!(
@@ -164,15 +168,17 @@ impl Target {
                 m.created
             );
         }
-        Ok(None)
+        Ok(Planned::Steps {
+            replicas: view.replicas,
+        })
     }
 }
 
-/// Runs the steps until no stale Machine is left.
+/// Runs the steps until no stale Machine is left, from a pool of `replicas` as planned.
 pub fn run(
     cluster: &dyn Cluster,
     request: &super::Request,
-    target: &Target,
+    (target, replicas): (&Target, u32),
     lease: &Lease,
     out: &mut dyn Write,
 ) -> Result<Rolled, RollError> {
@@ -185,7 +191,7 @@ pub fn run(
         deleted: 0,
         step: 0,
         mine: BTreeSet::new(),
-        replicas: Some(target.replicas.get()),
+        replicas,
         retrying: false,
     };
     run.go().map_err(|e| run.stopped(e))
@@ -201,8 +207,8 @@ struct Run<'a> {
     deleted: usize,
     step: usize,
     mine: BTreeSet<String>,
-    /// The replicas last said: a change is said once.
-    replicas: Option<u32>,
+    /// The replicas at the last read: a change is said once.
+    replicas: u32,
     /// A transient error is being retried: said once.
     retrying: bool,
 }
@@ -456,7 +462,8 @@ impl Run<'_> {
     /// The pool read now, retried through transient errors; a change of its replicas is said.
     fn fresh(&mut self) -> Result<View, RollError> {
         let view = self.retry(|r| r.target.look(r.cluster, None))?;
-        if let Some(was) = self.replicas.filter(|r| *r != view.replicas) {
+        let was = self.replicas;
+        if was != view.replicas {
             let _ = writeln!(
                 self.out,
                 "{}: replicas now {} (were {was}): {}: {}",
@@ -466,7 +473,7 @@ impl Run<'_> {
                 view.budget
             );
         }
-        self.replicas = Some(view.replicas);
+        self.replicas = view.replicas;
         Ok(view)
     }
 
@@ -573,7 +580,7 @@ impl Run<'_> {
 
     /// The floor as last read.
     fn floor_said(&self) -> u32 {
-        Budget::new(self.target.replicas.get(), self.target.max).floor
+        Budget::new(self.replicas, self.target.max).floor
     }
 }
 

@@ -153,8 +153,10 @@ fn a_dry_run_prints_the_plan_and_deletes_nothing() {
     assert_eq!(*fake.objects.borrow(), before);
 }
 
-#[test]
-fn nothing_to_replace() {
+#[rstest]
+#[case::roll(false)]
+#[case::dry_run(true)]
+fn nothing_to_replace(#[case] dry_run: bool) {
     let fake = fleet(2, json!(null), "");
     fake.put(
         MACHINES,
@@ -165,7 +167,7 @@ fn nothing_to_replace() {
         MACHINES,
         machine("pool-2", "m-other", "2026-12-06T02:00:00Z", true),
     );
-    let (result, out) = run(&fake, &request(false, &|| false));
+    let (result, out) = run(&fake, &request(dry_run, &|| false));
     assert_eq!(result.unwrap(), Rolled::NothingToDo);
     assert!(out.ends_with("MachinePool fleet/pool-1: nothing to replace: every Machine was launched after data Secret pool-1-b\n"), "{out}");
     assert!(deletes(&fake).is_empty());
