@@ -8,7 +8,7 @@ use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
+use capi_bootstrap_rollout_policy::capi::config_ref::{ref_identity_of, RefIdentity};
 use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use capi_bootstrap_rollout_policy::settings::parse::type_name;
 use serde_json::Value;
@@ -492,18 +492,19 @@ pub struct ConfigRef {
     pub name: String,
 }
 
+/// The `{group, kind, name}` of a ref as the policy read it, `None` unless it names all three.
+pub fn named(reference: RefIdentity) -> Option<(String, String, String)> {
+    let RefIdentity {
+        group, kind, name, ..
+    } = reference;
+    (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some((group, kind, name))
+}
+
 impl ConfigRef {
     /// `None` unless the ref names a group, a kind and a name.
     pub fn of(consumer: &Value) -> Option<ConfigRef> {
-        let r = consumer.pointer("/spec/template/spec/bootstrap/configRef")?;
-        let RefIdentity {
-            group, kind, name, ..
-        } = RefIdentity::of_value(r);
-        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(ConfigRef {
-            group,
-            kind,
-            name,
-        })
+        let (group, kind, name) = named(ref_identity_of(consumer)?)?;
+        Some(ConfigRef { group, kind, name })
     }
 
     /// Whether this ref names `key` (a config or template in the consumer's namespace).

@@ -9,8 +9,8 @@ use capi_bootstrap_rollout_policy::capi::infrastructure::{
 use serde_json::Value;
 
 use super::plan::Instance;
-use crate::cluster::resource_of;
-use crate::cluster::{Cluster, ClusterError};
+use crate::cluster::{resource_of, Cluster, ClusterError};
+use crate::manifests::named;
 
 pub const MACHINES: &str = "machines.cluster.x-k8s.io";
 pub const SECRETS: &str = "secrets";
@@ -29,14 +29,8 @@ impl InfraRef {
     /// `None` unless the ref names a group, a kind and a name.
     pub fn of(pool: &Value) -> Option<InfraRef> {
         let r = pool.pointer("/spec/template/spec/infrastructureRef")?;
-        let RefIdentity {
-            group, kind, name, ..
-        } = RefIdentity::of_value(r);
-        (!group.is_empty() && !kind.is_empty() && !name.is_empty()).then_some(InfraRef {
-            group,
-            kind,
-            name,
-        })
+        let (group, kind, name) = named(RefIdentity::of_value(r))?;
+        Some(InfraRef { group, kind, name })
     }
 
     /// kubectl's resource: `dockermachinepools.infrastructure.cluster.x-k8s.io`.
