@@ -203,7 +203,7 @@ struct Run<'a> {
     target: &'a Target,
     lease: &'a Lease,
     out: &'a mut dyn Write,
-    /// Machines this run deleted: each once, never again.
+    /// How many Machines this run deleted, and which: each once, never again.
     deleted: usize,
     step: usize,
     mine: BTreeSet<String>,
@@ -295,7 +295,7 @@ impl Run<'_> {
             .collect();
         let started = Instant::now();
         let mut decided = first;
-        let mut batch: Vec<(String, String)> = Vec::new();
+        let mut batch: Vec<String> = Vec::new();
         let mut changes = 0;
         while batch.len() < decided.budget.max_unavailable as usize {
             let Next::Delete(candidates) =
@@ -353,7 +353,7 @@ impl Run<'_> {
                 m.ready = false;
                 m.deleting = true;
             }
-            batch.push((name, launched));
+            batch.push(name);
         }
         if batch.is_empty() {
             // Decided again into a wait, or every candidate is one this roll deleted already:
@@ -368,16 +368,15 @@ impl Run<'_> {
     /// before the step, or as its replicas now if it was scaled down meanwhile.
     fn await_replacements(
         &mut self,
-        batch: &[(String, String)],
+        names: &[String],
         ready_before: u32,
         known: &[String],
     ) -> Result<(), RollError> {
-        let names: Vec<String> = batch.iter().map(|(n, _)| n.clone()).collect();
-        let over = |v: &View| plan::step_over(&v.machines, &names, ready_before, v.replicas);
+        let over = |v: &View| plan::step_over(&v.machines, names, ready_before, v.replicas);
         let view = match self.wait(over)? {
             Waited::Found(view) => view,
             Waited::TimedOut(view) => {
-                let stuck = self.stuck(&view, Some(&names));
+                let stuck = self.stuck(&view, Some(names));
                 let not_ready = self.not_ready(&view);
                 return Err(self.timed_out(format!(
                     "waiting for the replacement of {}{stuck}{not_ready}",
