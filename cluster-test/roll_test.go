@@ -42,8 +42,8 @@ func (c *testCluster) staleAgain(t *testing.T, value string) string {
 	return secret
 }
 
-// deletedTwice: Machines the person's deletes named more than once since the time, in the
-// audit log.
+// personDeletes: the Machines of the pool's namespace the person (roll) deleted since the time,
+// in the audit log's order.
 func (c *testCluster) personDeletes(t *testing.T, since time.Time) []string {
 	t.Helper()
 	var names []string
@@ -56,7 +56,8 @@ func (c *testCluster) personDeletes(t *testing.T, since time.Time) []string {
 	return names
 }
 
-func checkOnceEach(t *testing.T, deletes []string, want int) {
+// checkNoneTwice: no Machine among the deletes twice.
+func checkNoneTwice(t *testing.T, deletes []string) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, n := range deletes {
@@ -65,6 +66,12 @@ func checkOnceEach(t *testing.T, deletes []string, want int) {
 		}
 		seen[n] = true
 	}
+}
+
+// checkOnceEach: want Machines deleted, none twice.
+func checkOnceEach(t *testing.T, deletes []string, want int) {
+	t.Helper()
+	checkNoneTwice(t, deletes)
 	if len(deletes) != want {
 		t.Errorf("%d Machines deleted (%v), want %d", len(deletes), deletes, want)
 	}
@@ -158,7 +165,7 @@ func (c *testCluster) rollScaledUnderIt(t *testing.T) {
 			t.Errorf("instance %s runs data Secret %q after the roll, want %q", i.Name, i.LaunchedWith, secret)
 		}
 	}
-	checkOnceEach(t, c.personDeletes(t, since), len(c.personDeletes(t, since)))
+	checkNoneTwice(t, c.personDeletes(t, since))
 	c.checkLeaseGone(t)
 }
 
@@ -211,9 +218,10 @@ func (c *testCluster) rollRacedByHand(t *testing.T) {
 		default:
 			t.Errorf("the pool went down to %d Ready, below the floor %d, with no delete by hand after roll's last read (or roll did not say so):\n%s", sampler.fewest, noRollReplicas-1, r.stdout)
 		}
-		checkOnceEach(t, c.personDeletes(t, since), len(c.personDeletes(t, since)))
+		rolls := c.personDeletes(t, since)
+		checkNoneTwice(t, rolls)
 		for _, name := range deleted {
-			if slices.Contains(c.personDeletes(t, since), name) {
+			if slices.Contains(rolls, name) {
 				t.Errorf("roll deleted Machine %s again, which someone else had deleted", name)
 			}
 		}

@@ -347,7 +347,7 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	n := s.launched
 	s.mu.Unlock()
 	name := fmt.Sprintf("%s-%s-%d", s.namespace, mp, n)
-	providerID := "docker:////" + name
+	providerID := instanceProviderID(name)
 	ip := fmt.Sprintf("10.0.%d.%d", n/250, n%250+1)
 	s.mu.Lock()
 	hold := s.hold
@@ -385,13 +385,16 @@ func (s *NoRollInfrastructure) launch(ctx context.Context, pool *unstructured.Un
 	return dm, nil
 }
 
+// instanceProviderID is the providerID of the instance name: its DockerMachine's and its Node's.
+func instanceProviderID(name string) string { return "docker:////" + name }
+
 // registerInstanceNode registers the Node of the instance name, as its kubelet does at boot.
 func (s *NoRollInfrastructure) registerInstanceNode(ctx context.Context, name, ip string) error {
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
 		}},
-		Spec: corev1.NodeSpec{ProviderID: "docker:////" + name},
+		Spec: corev1.NodeSpec{ProviderID: instanceProviderID(name)},
 	}
 	if err := registerNode(ctx, s.cs, node, ip); err != nil {
 		return fmt.Errorf("node %s: %w", name, err)
