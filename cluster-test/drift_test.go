@@ -28,7 +28,7 @@ const (
 	driftReplicas  = 2
 	// driftExempt: the break-glass identity, in exemptUsers while it edits.
 	driftExempt  = "break-glass@example.com"
-	driftSchema  = "capi-rollout-check.drift/v1"
+	driftSchema  = "capi-rollout-check.drift/v2"
 	driftSysctl  = "vm.max_map_count = 262144"
 	driftEdited  = "vm.max_map_count = 524288"
 	driftRotated = "vm.max_map_count = 1048576"
@@ -68,10 +68,10 @@ func (c *testCluster) driftJSON(t *testing.T, namespace string, code, current, s
 		t.Errorf("drift's now %q is no RFC 3339 time: %v", report.Now, err)
 	}
 	s := report.Summary
-	if s.Pools != current+stale+unknown || s.Current != current || s.Stale != stale || s.Unknown != unknown || len(report.Pools) != s.Pools {
-		t.Errorf("drift's summary %+v with %d pools listed, want %d current, %d stale, %d unknown", s, len(report.Pools), current, stale, unknown)
+	if s.Objects != current+stale+unknown || s.Current != current || s.Stale != stale || s.Unknown != unknown || len(report.Items) != s.Objects {
+		t.Errorf("drift's summary %+v with %d pools listed, want %d current, %d stale, %d unknown", s, len(report.Items), current, stale, unknown)
 	}
-	t.Logf("drift over namespace %s: %s wall time (%d pools)", namespace, r.Took.Round(time.Millisecond), len(report.Pools))
+	t.Logf("drift over namespace %s: %s wall time (%d pools)", namespace, r.Took.Round(time.Millisecond), len(report.Items))
 	return report
 }
 
@@ -311,7 +311,7 @@ func (c *testCluster) driftStale(t *testing.T) {
 	if len(p.Causes) == 1 {
 		cause := p.Causes[0]
 		if framework.Str(cause.Manager) != "kubectl-patch" || framework.Str(cause.Operation) != "Update" || cause.Time == nil ||
-			cause.InDataSecret == nil || !*cause.InDataSecret || cause.PathsAreAppliedSet || cause.ReplacedByProvider ||
+			cause.InDataSecret == nil || !*cause.InDataSecret || cause.PathsAre == "applied-set" || cause.ReplacedByProvider ||
 			!slices.ContainsFunc(cause.Paths, func(path string) bool { return strings.HasPrefix(path, "spec.files") }) {
 			t.Errorf("drift: pool edited's cause %+v (manager %s, operation %s, in data Secret %v); want kubectl-patch, Update, a path of spec.files, in the data Secret",
 				cause, framework.Str(cause.Manager), framework.Str(cause.Operation), cause.InDataSecret)
@@ -432,13 +432,13 @@ func (c *testCluster) driftClassChange(t *testing.T) {
 	}
 	if len(p.Causes) == 1 {
 		cause := p.Causes[0]
-		if framework.Str(cause.Manager) != framework.TopologyFieldManager || framework.Str(cause.Operation) != "Apply" || !cause.PathsAreAppliedSet ||
+		if framework.Str(cause.Manager) != framework.TopologyFieldManager || framework.Str(cause.Operation) != "Apply" || cause.PathsAre != "applied-set" ||
 			cause.InDataSecret == nil || !*cause.InDataSecret || !slices.Contains(cause.Paths, "spec.files") {
 			t.Errorf("drift: the topology pool's cause %+v (manager %s, operation %s); want %s, Apply, its applied set with spec.files, in the data Secret",
 				cause, framework.Str(cause.Manager), framework.Str(cause.Operation), framework.TopologyFieldManager)
 		}
 	}
-	if p.ClusterClass == nil || p.ClusterClass.Cluster != framework.TopologyCluster || framework.Str(p.ClusterClass.PoolTopology) != o.pool.GetLabels()[framework.TopologyPoolLabel] {
+	if p.ClusterClass == nil || p.ClusterClass.Cluster != framework.TopologyCluster || framework.Str(p.ClusterClass.TopologyName) != o.pool.GetLabels()[framework.TopologyPoolLabel] {
 		t.Errorf("drift: the topology pool's clusterClass %+v, want Cluster %s, topology %s", p.ClusterClass, framework.TopologyCluster, o.pool.GetLabels()[framework.TopologyPoolLabel])
 	}
 	if p.Bootstrap.Name != o.config.GetName() || p.DataSecret == nil || p.DataSecret.Name != dataSecretName(o.pool) || p.Instances.StaleCount != 0 || p.Instances.Source != nil {
@@ -461,7 +461,7 @@ func (c *testCluster) driftClassReplaced(t *testing.T) {
 	report := c.driftJSON(t, ns, 0, 1, 0, 0)
 	p := driftPool(t, report, ns, o.pool.GetName())
 	if p.Verdict != "current" || p.Confidence.Level != "exact" || len(p.Causes) != 0 || len(p.Fix) != 0 || p.ClusterClass == nil ||
-		framework.Str(p.ClusterClass.PoolTopology) != o.pool.GetLabels()[framework.TopologyPoolLabel] {
+		framework.Str(p.ClusterClass.TopologyName) != o.pool.GetLabels()[framework.TopologyPoolLabel] {
 		t.Errorf("drift: the new topology pool %s is %s (%s: %v), causes %v, fix %q, class %+v; want current (exact), nothing to fix, topology %s",
 			p.Name, p.Verdict, p.Confidence.Level, p.Confidence.Reasons, p.CauseKinds(), p.Fix, p.ClusterClass, o.pool.GetLabels()[framework.TopologyPoolLabel])
 	}
@@ -520,10 +520,10 @@ func driftRenderOnce(t *testing.T, m *framework.ManagementCluster, bp bootstrapP
 	run := framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns, "-o", "json")
 	report := framework.ParseDrift(t, run.Stdout)
 	t.Logf("drift of the %s pool: %s wall time", bp.config.Kind, run.Took.Round(time.Millisecond))
-	if s := report.Summary; run.Code != 1 || s.Pools != 1 || s.Stale != 1 || len(report.Pools) != 1 {
+	if s := report.Summary; run.Code != 1 || s.Objects != 1 || s.Stale != 1 || len(report.Items) != 1 {
 		t.Fatalf("drift exited %d, summary %+v; want 1, the pool stale", run.Code, s)
 	}
-	p := report.Pools[0]
+	p := report.Items[0]
 	if p.Verdict != "stale" || p.Confidence.Level != "exact" || !slices.Equal(p.CauseKinds(), []string{"in-place-edit"}) ||
 		!p.Instances.EveryInstanceNowAndFuture || framework.Str(p.Bootstrap.Rendering) != "Once" || p.Bootstrap.Kind != bp.config.Kind {
 		t.Errorf("drift: pool %s is %s (%s: %v), causes %v, every instance now and future %t, bootstrap %s rendering %s; want stale (exact), in-place-edit, true, %s rendering Once",
@@ -561,8 +561,8 @@ func driftRenderOnce(t *testing.T, m *framework.ManagementCluster, bp bootstrapP
 	infra.Synced(t)
 	run = framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns, "-o", "json")
 	report = framework.ParseDrift(t, run.Stdout)
-	if run.Code != 0 || len(report.Pools) != 1 || report.Pools[0].Verdict != "current" || report.Pools[0].Confidence.Level != "exact" || len(report.Pools[0].Fix) != 0 {
-		t.Errorf("drift after the fix exited %d: %+v; want the pool current (exact), no fix", run.Code, report.Pools)
+	if run.Code != 0 || len(report.Items) != 1 || report.Items[0].Verdict != "current" || report.Items[0].Confidence.Level != "exact" || len(report.Items[0].Fix) != 0 {
+		t.Errorf("drift after the fix exited %d: %+v; want the pool current (exact), no fix", run.Code, report.Items)
 	}
 	m.CheckControllersAdmitted(t, since)
 	m.CheckPersonAdmitted(t, since)

@@ -115,23 +115,27 @@ enum Command {
                       \x20         kustomize build deploy/ | capi-rollout-check settings -"
     )]
     Settings(SettingsArgs),
-    /// Find the MachinePools whose instances run older bootstrap data than their config says
-    /// (read-only): the verdict, what made it, and the fix to run.
+    /// Find the MachinePools, MachineDeployments and MachineSets whose instances run older
+    /// bootstrap data than their config or template says (read-only but for --apply): the
+    /// verdict, what made it, and the fix to run.
     #[command(
-        after_help = "Exit codes: 0 nothing is stale, 1 a pool is stale, 2 an error (kubectl, a pool not \
-                      found, a usage error).\n\n\
+        after_help = "Exit codes: 0 nothing is stale (with --apply: the Reports were written), 1 an \
+                      object is stale, 2 an error (kubectl, an object or namespace not found, a \
+                      usage error).\n\n\
                       Examples:  capi-rollout-check drift -n fleet\n\
                       \x20          capi-rollout-check drift -A -o json\n\
-                      \x20          capi-rollout-check drift machinepool/pool-1 machinepool/pool-2 -n fleet"
+                      \x20          capi-rollout-check drift machinepool/pool-1 machinedeployment/md-0 -n fleet\n\
+                      \x20          capi-rollout-check drift -A -o report --apply"
     )]
     Drift(DriftArgs),
 }
 
 #[derive(clap::Args, Debug)]
 struct DriftArgs {
-    /// Only these pools (machinepool/NAME), in the namespace of -n (or the context's).
-    #[arg(value_name = "machinepool/NAME")]
-    pools: Vec<String>,
+    /// Only these (machinepool/NAME, machinedeployment/NAME, machineset/NAME), in the namespace
+    /// of -n (or the context's); none: every one of every kind.
+    #[arg(value_name = "TYPE/NAME")]
+    objects: Vec<String>,
     #[arg(short = 'n', long)]
     namespace: Option<String>,
     /// Every namespace.
@@ -144,9 +148,14 @@ struct DriftArgs {
     /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
     #[arg(long)]
     kubectl: Option<String>,
-    /// table (for people) or json (for tools: docs/drift.md has the schema).
+    /// table (for people), json (for tools: docs/drift.md has the schema), or report (an
+    /// openreports.io/v1alpha1 Report per namespace, for kubectl apply).
     #[arg(short = 'o', long, value_enum, default_value_t = DriftOutput::Table)]
     output: DriftOutput,
+    /// With -o report: write the Reports (server-side apply), and delete those drift wrote
+    /// before in namespaces of the scope that no longer have an object.
+    #[arg(long)]
+    apply: bool,
     /// The time to judge at (RFC 3339), instead of the clock: for reproducible output.
     #[arg(long, hide = true, value_parser = parse_time)]
     now: Option<i64>,
@@ -161,6 +170,7 @@ fn parse_time(text: &str) -> std::result::Result<i64, String> {
 enum DriftOutput {
     Table,
     Json,
+    Report,
 }
 
 #[derive(clap::Args, Debug)]
@@ -475,19 +485,40 @@ fn run_drift(args: &DriftArgs) -> ExitCode {
         } else {
             kube::Scope::Namespace(args.namespace.clone())
         },
-        pools: &args.pools,
+        objects: &args.objects,
         now,
         cluster_flags,
     };
+    if args.apply && args.output != DriftOutput::Report {
+        eprintln!("capi-rollout-check drift: --apply writes the Reports of -o report");
+        return ExitCode::from(drift::EXIT_ERROR);
+    }
     match kube::drift(&kubectl, &request) {
         Ok(report) => {
-            print!(
-                "{}",
-                match args.output {
-                    DriftOutput::Table => render::table(&report),
-                    DriftOutput::Json => render::json(&report),
+            match args.output {
+                DriftOutput::Table => print!("{}", render::table(&report)),
+                DriftOutput::Json => print!("{}", render::json(&report)),
+                // The findings are in the Reports written: a CronJob's run succeeded.
+                DriftOutput::Report if args.apply => {
+                    return match kube::apply_reports(&kubectl, &request, &report) {
+                        Ok(lines) => {
+                            lines.iter().for_each(|l| println!("{l}"));
+                            ExitCode::SUCCESS
+                        }
+                        Err(e) => {
+                            eprintln!("capi-rollout-check drift: {e}");
+                            ExitCode::from(drift::EXIT_ERROR)
+                        }
+                    };
                 }
-            );
+                DriftOutput::Report => {
+                    let namespaces = kube::report_namespaces(&request, &report);
+                    print!(
+                        "{}",
+                        drift::reports::yaml(&drift::reports::reports(&report, &namespaces))
+                    );
+                }
+            }
             if report.count(drift::analysis::Verdict::Stale) > 0 {
                 ExitCode::from(drift::EXIT_STALE)
             } else {

@@ -116,7 +116,7 @@ fn nothing_stale_exits_0() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout
-            .ends_with("1 pools: 1 current, 0 stale, 0 unknown\n"),
+            .ends_with("1 object (1 MachinePool): 1 current, 0 stale, 0 unknown\n"),
         "{}",
         run.stdout
     );
@@ -155,21 +155,24 @@ fn a_stale_pool_exits_1_and_names_the_roll() {
         calls.lines().collect::<Vec<_>>(),
         [
             "--context prod get machinepools.cluster.x-k8s.io -n fleet -o json",
+            "--context prod get machinedeployments.cluster.x-k8s.io -n fleet -o json",
+            "--context prod get machinesets.cluster.x-k8s.io -n fleet -o json",
+            "--context prod get machines.cluster.x-k8s.io -n fleet -l cluster.x-k8s.io/pool-name -o json",
             "--context prod get kubeadmconfigs.bootstrap.cluster.x-k8s.io -n fleet --show-managed-fields -o json",
             "--context prod get secrets -n fleet -l cluster.x-k8s.io/cluster-name --show-managed-fields -o json",
-            "--context prod get machines.cluster.x-k8s.io -n fleet -l cluster.x-k8s.io/pool-name -o json",
             "--context prod get dockermachinepools.infrastructure.cluster.x-k8s.io -n fleet -o json",
         ]
     );
     let json = drift(&dir, &["machinepool/pool-1", "-n", "fleet", "-o", "json"]);
     assert_eq!(json.code, 1);
     let report: Value = serde_json::from_str(&json.stdout).unwrap();
-    assert_eq!(report["schema"], "capi-rollout-check.drift/v1");
+    assert_eq!(report["schema"], "capi-rollout-check.drift/v2");
     assert_eq!(
         report["summary"],
-        json!({"pools": 1, "current": 0, "stale": 1, "unknown": 0})
+        json!({"objects": 1, "current": 0, "stale": 1, "unknown": 0,
+               "kinds": {"MachinePool": 1, "MachineDeployment": 0, "MachineSet": 0}})
     );
-    assert_eq!(report["pools"][0]["instances"]["staleCount"], 1);
+    assert_eq!(report["items"][0]["instances"]["staleCount"], 1);
 }
 
 #[test]
@@ -222,7 +225,8 @@ fn documented_output(command: &str) -> String {
 }
 
 /// docs/drift.md's sample output is what the command prints for the objects of
-/// tests/fixtures/drift/sample.json (five pools, at 2026-12-06T02:40:00Z).
+/// tests/fixtures/drift/sample.json (five pools and a MachineDeployment, at
+/// 2026-12-06T02:40:00Z).
 #[test]
 fn the_documented_sample_is_what_the_command_prints() {
     let text = fs::read_to_string(
@@ -265,5 +269,75 @@ fn the_documented_sample_is_what_the_command_prints() {
     assert_eq!(
         json.stdout,
         documented_output("capi-rollout-check drift machinepool/pool-2 -n fleet -o json")
+    );
+}
+
+/// deploy/drift-reports.yaml: its ClusterRole grants the list of every kind drift lists for the
+/// sample fleet and nothing else but the Reports' writes, and its CronJob runs the command that
+/// writes them.
+#[test]
+fn the_cronjobs_rbac_covers_what_drift_reads_and_writes_only_reports() {
+    let text =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/drift-reports.yaml"))
+            .unwrap();
+    let docs: Vec<Value> = text
+        .split("\n---\n")
+        .map(|d| yaml_serde::from_str(d).unwrap())
+        .collect();
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let mut granted: Vec<(String, String)> = Vec::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let verbs: Vec<&str> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        for group in rule["apiGroups"].as_array().unwrap() {
+            for resource in rule["resources"].as_array().unwrap() {
+                let (group, resource) = (group.as_str().unwrap(), resource.as_str().unwrap());
+                if group == "openreports.io" {
+                    assert_eq!(verbs, ["get", "list", "create", "patch", "delete"]);
+                } else {
+                    assert_eq!(verbs, ["list"], "{group}/{resource} is read-only");
+                }
+                granted.push((resource.to_string(), group.to_string()));
+            }
+        }
+    }
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/drift/sample.json"),
+    )
+    .unwrap();
+    let world: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let objects: Vec<(String, Value)> = world
+        .iter()
+        .map(|o| {
+            (
+                format!("{}s", o["kind"].as_str().unwrap().to_lowercase()),
+                o.clone(),
+            )
+        })
+        .collect();
+    let objects: Vec<(&str, Value)> = objects
+        .iter()
+        .map(|(p, o)| (p.as_str(), o.clone()))
+        .collect();
+    let dir = fake_kubectl("cronjob-rbac", &objects, None);
+    let run = drift(&dir, &["-A"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    for call in fs::read_to_string(dir.join("calls")).unwrap().lines() {
+        let resource = call.split_whitespace().nth(1).unwrap();
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        assert!(
+            granted.contains(&(plural.to_string(), group.to_string())),
+            "drift lists {resource}, which the ClusterRole does not grant"
+        );
+    }
+    let cronjob = docs.iter().find(|d| d["kind"] == "CronJob").unwrap();
+    let container = &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["args"],
+        json!(["drift", "-A", "-o", "report", "--apply"])
     );
 }

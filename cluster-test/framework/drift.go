@@ -53,22 +53,24 @@ func RunRolloutCheck(t *testing.T, dir string, k Kubectl, args ...string) Rollou
 	return r
 }
 
-// DriftReport is `capi-rollout-check drift -o json` (schema capi-rollout-check.drift/v1),
+// DriftReport is `capi-rollout-check drift -o json` (schema capi-rollout-check.drift/v2),
 // decoded strictly: a key the schema does not name fails the decode.
 type DriftReport struct {
 	Schema  string `json:"schema"`
 	Now     string `json:"now"`
 	Summary struct {
-		Pools   int `json:"pools"`
-		Current int `json:"current"`
-		Stale   int `json:"stale"`
-		Unknown int `json:"unknown"`
+		Objects int            `json:"objects"`
+		Kinds   map[string]int `json:"kinds"`
+		Current int            `json:"current"`
+		Stale   int            `json:"stale"`
+		Unknown int            `json:"unknown"`
 	} `json:"summary"`
-	Pools []DriftPool `json:"pools"`
+	Items []DriftPool `json:"items"`
 }
 
-// DriftPool is one pool of a DriftReport.
+// DriftPool is one MachinePool, MachineDeployment or MachineSet of a DriftReport.
 type DriftPool struct {
+	Kind       string `json:"kind"`
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
 	Verdict    string `json:"verdict"`
@@ -105,17 +107,18 @@ type DriftPool struct {
 	Causes       []DriftCause `json:"causes"`
 	ClusterClass *struct {
 		Cluster      string  `json:"cluster"`
-		PoolTopology *string `json:"poolTopology"`
+		TopologyName *string `json:"topologyName"`
 	} `json:"clusterClass"`
 	Fix []string `json:"fix"`
 }
 
 // DriftStaleEntry is an instance drift finds running older bootstrap data.
 type DriftStaleEntry struct {
-	Name     string `json:"name"`
-	Launched string `json:"launched"`
-	Because  string `json:"because"`
-	Certain  bool   `json:"certain"`
+	Name     string   `json:"name"`
+	Launched string   `json:"launched"`
+	Because  string   `json:"because"`
+	Certain  bool     `json:"certain"`
+	Paths    []string `json:"paths"`
 }
 
 // DriftCause is what made a pool stale.
@@ -125,7 +128,7 @@ type DriftCause struct {
 	Operation          *string  `json:"operation"`
 	Time               *string  `json:"time"`
 	Paths              []string `json:"paths"`
-	PathsAreAppliedSet bool     `json:"pathsAreAppliedSet"`
+	PathsAre           string   `json:"pathsAre"`
 	InDataSecret       *bool    `json:"inDataSecret"`
 	ReplacedByProvider bool     `json:"replacedByProvider"`
 	Summary            string   `json:"summary"`
@@ -138,16 +141,21 @@ func ParseDrift(t *testing.T, stdout string) DriftReport {
 	d := json.NewDecoder(strings.NewReader(stdout))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&r); err != nil {
-		t.Fatalf("drift's JSON does not decode as capi-rollout-check.drift/v1: %v\n%s", err, stdout)
+		t.Fatalf("drift's JSON does not decode as capi-rollout-check.drift/v2: %v\n%s", err, stdout)
 	}
 	return r
 }
 
-// Pool is the report's pool of that namespace and name, nil when it is not listed.
+// Pool is the report's MachinePool of that namespace and name, nil when it is not listed.
 func (r DriftReport) Pool(namespace, name string) *DriftPool {
-	for i := range r.Pools {
-		if r.Pools[i].Namespace == namespace && r.Pools[i].Name == name {
-			return &r.Pools[i]
+	return r.Object("MachinePool", namespace, name)
+}
+
+// Object is the report's object of that kind, namespace and name, nil when it is not listed.
+func (r DriftReport) Object(kind, namespace, name string) *DriftPool {
+	for i := range r.Items {
+		if r.Items[i].Kind == kind && r.Items[i].Namespace == namespace && r.Items[i].Name == name {
+			return &r.Items[i]
 		}
 	}
 	return nil

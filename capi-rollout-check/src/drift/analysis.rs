@@ -35,18 +35,20 @@ pub const TOPOLOGY_POOL_LABEL: &str = "topology.cluster.x-k8s.io/pool-name";
 pub const CLUSTER_NAME_LABEL: &str = "cluster.x-k8s.io/cluster-name";
 
 mod cause;
+mod deployments;
 mod fix;
 mod managed_fields;
 mod objects;
 mod report;
 
+pub use deployments::{owning_deployment, strategy, TOPOLOGY_DEPLOYMENT_LABEL};
 #[cfg(test)]
 pub(crate) use fix::fresh_name;
 pub use fix::{reissue_name, resource};
 pub use managed_fields::leaf_paths;
 pub use report::{
-    Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instance, Instances, Level, PoolReport,
-    Report, SecretInfo, StaleBecause, StaleInstance, Topology, Verdict,
+    Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instance, Instances, Level, PathsAre,
+    PoolReport, Report, SecretInfo, StaleBecause, StaleInstance, Topology, Verdict, WorkerKind,
 };
 
 use fix::fix_lines;
@@ -63,7 +65,9 @@ pub fn analyze(inputs: &Inputs) -> Report {
         .iter()
         .filter_map(|pool| analyze_pool(inputs, &index, pool))
         .collect();
-    pools.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    let settings = capi_bootstrap_rollout_policy::settings::Settings::default();
+    pools.extend(deployments::analyze(inputs, &index, &settings));
+    pools.sort_by(|a, b| (&a.namespace, a.kind, &a.name).cmp(&(&b.namespace, b.kind, &b.name)));
     Report {
         now: inputs.now,
         pools,
@@ -88,6 +92,7 @@ impl Judgement {
             launched: i.launched,
             because,
             certain,
+            paths: Vec::new(),
         });
     }
 }
@@ -195,8 +200,11 @@ fn read_pool<'a>(
         .and_then(|(g, k, _)| records::infra(g, k, infra_object));
     let bootstrap = records::bootstrap(&kind);
     let mut report = PoolReport {
+        kind: WorkerKind::MachinePool,
         namespace: ns.clone(),
         name: name.clone(),
+        api_version: s(pool, &["apiVersion"]).unwrap_or("").to_string(),
+        uid: meta(pool, "uid").unwrap_or("").to_string(),
         config: ConfigInfo {
             group: group.clone(),
             kind: kind.clone(),

@@ -1,7 +1,8 @@
-//! The I/O of `drift`: one kubectl list per kind (MachinePools, each bootstrap config kind in
-//! use, the Secrets labelled with a cluster name, the MachinePool Machines, each infrastructure
-//! MachinePool kind in use and, for pools without Machines, each infrastructure machine kind),
-//! never a GET per pool; then [`analysis::analyze`].
+//! The I/O of `drift`: one kubectl list per kind (MachinePools, MachineDeployments,
+//! MachineSets, the Machines, each bootstrap config and template kind in use, the Secrets
+//! labelled with a cluster name, each infrastructure MachinePool kind in use and, for pools
+//! without Machines, each infrastructure machine kind), never a GET per object; kubectl pages
+//! each list (500 items a request); then [`analysis::analyze`].
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -10,8 +11,9 @@ use std::process::{Command, Stdio};
 use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use serde_json::Value;
 
-use super::analysis::{self, Inputs, Report, CLUSTER_NAME_LABEL, POOL_NAME_LABEL};
+use super::analysis::{self, Inputs, Report, WorkerKind, CLUSTER_NAME_LABEL, POOL_NAME_LABEL};
 use super::records;
+use super::reports;
 
 /// Which namespaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,33 +146,48 @@ impl From<ListError> for DriftError {
     }
 }
 
-/// `machinepool/NAME` (`machinepools/NAME`, `mp/NAME`, `machinepools.cluster.x-k8s.io/NAME`).
-pub fn pool_name(arg: &str) -> Result<&str, DriftError> {
-    let usage = || DriftError::Input(format!("{arg:?}: name a pool as machinepool/NAME"));
+/// `machinepool/NAME`, `machinedeployment/NAME`, `machineset/NAME` (kubectl's plurals and
+/// short names `mp`, `md`, `ms`, and `machinepools.cluster.x-k8s.io/NAME`, as well).
+pub fn object_arg(arg: &str) -> Result<(WorkerKind, &str), DriftError> {
+    let usage = || {
+        DriftError::Input(format!(
+            "{arg:?}: name it as machinepool/NAME, machinedeployment/NAME or machineset/NAME"
+        ))
+    };
     let (kind, name) = arg.split_once('/').ok_or_else(usage)?;
     let kind = kind
         .strip_suffix(".cluster.x-k8s.io")
         .unwrap_or(kind)
         .to_lowercase();
-    if !["machinepool", "machinepools", "mp"].contains(&kind.as_str()) || name.is_empty() {
+    let found = match kind.as_str() {
+        "machinepool" | "machinepools" | "mp" => WorkerKind::MachinePool,
+        "machinedeployment" | "machinedeployments" | "md" => WorkerKind::MachineDeployment,
+        "machineset" | "machinesets" | "ms" => WorkerKind::MachineSet,
+        _ => return Err(usage()),
+    };
+    if name.is_empty() {
         return Err(usage());
     }
-    Ok(name)
+    Ok((found, name))
 }
 
 pub struct Request<'a> {
     pub scope: Scope,
-    /// Named pools (`machinepool/NAME`); empty: every pool of the scope.
-    pub pools: &'a [String],
+    /// Named objects (`machinepool/NAME`, `machinedeployment/NAME`, `machineset/NAME`); empty:
+    /// every one of the scope, of every kind.
+    pub objects: &'a [String],
     pub now: i64,
     pub cluster_flags: String,
 }
 
 /// The `{group, kind}` of each ref at `pointer` (a ref without a group, or whose kind is not a
 /// string, left out: there is nothing to list for it).
-fn refs(pools: &[Value], pointer: &str) -> BTreeSet<(String, String)> {
-    pools
-        .iter()
+fn refs<'v>(
+    objects: impl IntoIterator<Item = &'v Value>,
+    pointer: &str,
+) -> BTreeSet<(String, String)> {
+    objects
+        .into_iter()
         .filter_map(|p| {
             let r = p.pointer(pointer)?;
             r.get("kind")?.as_str()?;
@@ -180,46 +197,142 @@ fn refs(pools: &[Value], pointer: &str) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// The MachinePools in scope (the named ones, each required to exist) that name a bootstrap
-/// `configRef`.
-fn listed_pools(lister: &dyn Lister, request: &Request) -> Result<Vec<Value>, DriftError> {
-    if request.scope == Scope::All && !request.pools.is_empty() {
+fn name_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The named objects of each kind; none named: every kind, all of its objects.
+struct Named<'a> {
+    kinds: BTreeSet<WorkerKind>,
+    names: Vec<(WorkerKind, &'a str)>,
+}
+
+impl Named<'_> {
+    fn wants(&self, kind: WorkerKind) -> bool {
+        self.kinds.contains(&kind)
+    }
+
+    fn names(&self, kind: WorkerKind) -> BTreeSet<&str> {
+        self.names
+            .iter()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| *n)
+            .collect()
+    }
+}
+
+fn named<'a>(request: &Request<'a>) -> Result<Named<'a>, DriftError> {
+    if request.scope == Scope::All && !request.objects.is_empty() {
         return Err(DriftError::Input(
-            "named pools are in one namespace: use -n NS, not -A".into(),
+            "named objects are in one namespace: use -n NS, not -A".into(),
         ));
     }
     let names = request
-        .pools
+        .objects
         .iter()
-        .map(|p| pool_name(p))
-        .collect::<Result<BTreeSet<_>, _>>()?;
-    let scope = &request.scope;
-    let mut pools = lister.list("machinepools.cluster.x-k8s.io", scope, None, false)?;
+        .map(|o| object_arg(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    let kinds = if names.is_empty() {
+        WorkerKind::ALL.into_iter().collect()
+    } else {
+        names.iter().map(|(k, _)| *k).collect()
+    };
+    Ok(Named { kinds, names })
+}
+
+/// The objects of `kind` in scope: the named ones, each required to exist.
+fn listed(
+    lister: &dyn Lister,
+    request: &Request,
+    named: &Named,
+    kind: WorkerKind,
+) -> Result<Vec<Value>, DriftError> {
+    if !named.wants(kind) {
+        return Ok(Vec::new());
+    }
+    let mut objects = lister.list(kind.resource(), &request.scope, None, false)?;
+    let names = named.names(kind);
     if !names.is_empty() {
-        pools.retain(|p| {
-            p.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| names.contains(n))
-        });
-        let found: BTreeSet<&str> = pools
-            .iter()
-            .filter_map(|p| p.pointer("/metadata/name").and_then(Value::as_str))
-            .collect();
+        objects.retain(|o| names.contains(name_of(o)));
+        let found: BTreeSet<&str> = objects.iter().map(name_of).collect();
         if let Some(missing) = names.iter().find(|n| !found.contains(*n)) {
-            let ns = match scope {
+            let ns = match &request.scope {
                 Scope::Namespace(Some(ns)) => ns.as_str(),
                 _ => "the context's namespace",
             };
             return Err(DriftError::Input(format!(
-                "MachinePool {missing} not found in {ns}"
+                "{} {missing} not found in {ns}",
+                kind.name()
             )));
         }
     }
-    pools.retain(|p| {
+    objects.retain(|p| {
         p.pointer("/spec/template/spec/bootstrap/configRef")
             .is_some()
     });
-    Ok(pools)
+    Ok(objects)
+}
+
+/// The MachineSets: those the listed MachineDeployments own, and the ones no
+/// MachineDeployment owns where MachineSets are asked for. A named MachineSet that a
+/// MachineDeployment owns is answered by its MachineDeployment.
+fn listed_sets(
+    lister: &dyn Lister,
+    request: &Request,
+    named: &Named,
+    deployments: &[Value],
+) -> Result<Vec<Value>, DriftError> {
+    if !named.wants(WorkerKind::MachineDeployment) && !named.wants(WorkerKind::MachineSet) {
+        return Ok(Vec::new());
+    }
+    let mut sets = lister.list(
+        WorkerKind::MachineSet.resource(),
+        &request.scope,
+        None,
+        false,
+    )?;
+    let names = named.names(WorkerKind::MachineSet);
+    for set in &sets {
+        if let Some(md) = analysis::owning_deployment(set).filter(|_| names.contains(name_of(set)))
+        {
+            return Err(DriftError::Input(format!(
+                "MachineSet {} belongs to MachineDeployment {md}: name machinedeployment/{md}",
+                name_of(set)
+            )));
+        }
+    }
+    let deployment_names: BTreeSet<(&str, &str)> = deployments
+        .iter()
+        .map(|d| (namespace_of(d), name_of(d)))
+        .collect();
+    sets.retain(|set| match analysis::owning_deployment(set) {
+        Some(md) => deployment_names.contains(&(namespace_of(set), md)),
+        None => {
+            named.wants(WorkerKind::MachineSet)
+                && (names.is_empty() || names.contains(name_of(set)))
+        }
+    });
+    let found: BTreeSet<&str> = sets.iter().map(name_of).collect();
+    if let Some(missing) = names.iter().find(|n| !found.contains(*n)) {
+        let ns = match &request.scope {
+            Scope::Namespace(Some(ns)) => ns.as_str(),
+            _ => "the context's namespace",
+        };
+        return Err(DriftError::Input(format!(
+            "MachineSet {missing} not found in {ns}"
+        )));
+    }
+    Ok(sets)
+}
+
+fn namespace_of(object: &Value) -> &str {
+    object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// A namespace named with `-n` that does not exist is a mistake to name, not a namespace with
@@ -241,28 +354,55 @@ fn namespace_exists(lister: &dyn Lister, ns: &str) -> Result<(), DriftError> {
 
 pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftError> {
     let scope = &request.scope;
-    let pools = listed_pools(lister, request)?;
+    let named = named(request)?;
+    let pools = listed(lister, request, &named, WorkerKind::MachinePool)?;
+    let deployments = listed(lister, request, &named, WorkerKind::MachineDeployment)?;
+    let machine_sets = listed_sets(lister, request, &named, &deployments)?;
     let mut report = Report {
         now: request.now,
         pools: Vec::new(),
     };
-    if pools.is_empty() {
+    if pools.is_empty() && deployments.is_empty() && machine_sets.is_empty() {
         if let Scope::Namespace(Some(ns)) = scope {
             namespace_exists(lister, ns)?;
         }
         return Ok(report);
     }
+    // One list of Machines serves both: a pool's by its label, a MachineSet's by its owner.
+    let sets_in_scope = !machine_sets.is_empty();
+    let machines = if pools.is_empty() && !sets_in_scope {
+        Vec::new()
+    } else {
+        let selector = (!sets_in_scope).then_some(POOL_NAME_LABEL);
+        lister.list("machines.cluster.x-k8s.io", scope, selector, false)?
+    };
+    let set_machines: Vec<Value> = if sets_in_scope {
+        machines
+            .iter()
+            .filter(|m| owned_by_set(m))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut config_kinds = refs(&pools, "/spec/template/spec/bootstrap/configRef");
+    config_kinds.extend(refs(&set_machines, "/spec/bootstrap/configRef"));
     let mut configs = Vec::new();
-    for (group, kind) in refs(&pools, "/spec/template/spec/bootstrap/configRef") {
+    for (group, kind) in config_kinds {
         configs.extend(lister.list(&analysis::resource(&kind, &group), scope, None, true)?);
     }
-    let secrets = lister.list("secrets", scope, Some(CLUSTER_NAME_LABEL), true)?;
-    let machines = lister.list(
-        "machines.cluster.x-k8s.io",
-        scope,
-        Some(POOL_NAME_LABEL),
-        false,
-    )?;
+    let mut templates = Vec::new();
+    for (group, kind) in refs(
+        deployments.iter().chain(&machine_sets),
+        "/spec/template/spec/bootstrap/configRef",
+    ) {
+        templates.extend(lister.list(&analysis::resource(&kind, &group), scope, None, true)?);
+    }
+    let secrets = if pools.is_empty() {
+        Vec::new()
+    } else {
+        lister.list("secrets", scope, Some(CLUSTER_NAME_LABEL), true)?
+    };
     let with_machines: BTreeSet<&str> = machines
         .iter()
         .filter_map(|m| {
@@ -308,7 +448,174 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         machines: &machines,
         infra_pools: &infra_pools,
         infra_instances: &infra_instances,
+        deployments: &deployments,
+        machine_sets: &machine_sets,
+        templates: &templates,
+        set_machines: &set_machines,
         cluster_flags: request.cluster_flags.clone(),
     });
     Ok(report)
+}
+
+fn owned_by_set(machine: &Value) -> bool {
+    machine
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .is_some_and(|o| {
+            o.iter()
+                .any(|o| o.get("kind").and_then(Value::as_str) == Some("MachineSet"))
+        })
+}
+
+/// A cluster that takes the Reports `--apply` writes.
+pub trait Writer {
+    /// Server-side apply of `text` (YAML documents), field manager `capi-rollout-check`.
+    fn apply(&self, text: &str) -> Result<(), ListError>;
+    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError>;
+}
+
+impl Kubectl {
+    fn run(&self, args: &[&str], stdin: Option<&str>, resource: &str) -> Result<(), ListError> {
+        use std::io::Write as _;
+        let fail = |message: String| ListError {
+            resource: resource.to_string(),
+            message,
+        };
+        let mut all: Vec<String> = Vec::new();
+        if let Some(k) = &self.kubeconfig {
+            all.extend(["--kubeconfig".to_string(), k.clone()]);
+        }
+        if let Some(c) = &self.context {
+            all.extend(["--context".to_string(), c.clone()]);
+        }
+        all.extend(args.iter().map(|a| a.to_string()));
+        let mut child = Command::new(&self.program)
+            .args(&all)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                fail(format!(
+                    "cannot run {}: {e} (set --kubectl or KUBECTL)",
+                    self.program
+                ))
+            })?;
+        if let Some(mut pipe) = child.stdin.take() {
+            let _ = pipe.write_all(stdin.unwrap_or("").as_bytes());
+        }
+        let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
+        if !output.status.success() {
+            return Err(fail(crate::kubectl_words::explained(
+                &String::from_utf8_lossy(&output.stderr),
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Writer for Kubectl {
+    fn apply(&self, text: &str) -> Result<(), ListError> {
+        self.run(
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=capi-rollout-check",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            Some(text),
+            reports::RESOURCE,
+        )
+    }
+
+    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError> {
+        self.run(
+            &[
+                "delete",
+                resource,
+                name,
+                "-n",
+                namespace,
+                "--ignore-not-found",
+            ],
+            None,
+            resource,
+        )
+    }
+}
+
+/// The namespaces whose Reports `request` writes: every namespace with an object, and the one
+/// `-n` names even without one (its older Report is emptied).
+pub fn report_namespaces(request: &Request, report: &Report) -> Vec<String> {
+    let mut namespaces: BTreeSet<String> =
+        report.pools.iter().map(|p| p.namespace.clone()).collect();
+    if let Scope::Namespace(Some(ns)) = &request.scope {
+        namespaces.insert(ns.clone());
+    }
+    namespaces.into_iter().collect()
+}
+
+/// `--apply`: the Reports written (server-side apply), and the Reports drift wrote before in
+/// namespaces of the scope that now have none deleted. Returns a line per write.
+pub fn apply_reports(
+    cluster: &(impl Lister + Writer),
+    request: &Request,
+    report: &Report,
+) -> Result<Vec<String>, DriftError> {
+    if !request.objects.is_empty() {
+        return Err(DriftError::Input(
+            "--apply writes each namespace's whole Report: name no objects".into(),
+        ));
+    }
+    let not_installed = |e: ListError| {
+        if e.message
+            .contains("the server doesn't have a resource type")
+            || e.message.contains("no matches for kind")
+        {
+            DriftError::Input(format!(
+                "the OpenReports CRD ({}) is not installed: Kubewarden's kubewarden-crds chart installs it (installOpenReportsCRDs: true), or apply it from openreports.io",
+                reports::RESOURCE
+            ))
+        } else {
+            DriftError::List(e)
+        }
+    };
+    let selector = format!("{}={}", reports::MANAGED_BY.0, reports::MANAGED_BY.1);
+    let before = cluster
+        .list(reports::RESOURCE, &request.scope, Some(&selector), false)
+        .map_err(not_installed)?;
+    let namespaces = report_namespaces(request, report);
+    let written = reports::reports(report, &namespaces);
+    let mut lines = Vec::new();
+    if !written.is_empty() {
+        cluster
+            .apply(&reports::yaml(&written))
+            .map_err(not_installed)?;
+        for r in &written {
+            lines.push(format!(
+                "{} {}/{} applied ({} results)",
+                reports::RESOURCE,
+                r.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                reports::NAME,
+                r.get("results")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len)
+            ));
+        }
+    }
+    for old in &before {
+        let (ns, name) = (namespace_of(old), name_of(old));
+        if name == reports::NAME && !namespaces.iter().any(|n| n == ns) {
+            cluster.delete(reports::RESOURCE, ns, name)?;
+            lines.push(format!(
+                "{} {ns}/{name} deleted (no MachinePool, MachineDeployment or MachineSet left there)",
+                reports::RESOURCE
+            ));
+        }
+    }
+    Ok(lines)
 }

@@ -1,10 +1,12 @@
-//! `capi-rollout-check drift`: the MachinePools whose instances run older bootstrap data than
-//! their config says, found from what the management cluster records (docs/drift.md). Read-only.
+//! `capi-rollout-check drift`: the MachinePools, MachineDeployments and MachineSets whose
+//! instances run older bootstrap data than their config or template says, found from what the
+//! management cluster records (docs/drift.md). Read-only, but for `--apply`'s OpenReports.
 
 pub mod analysis;
 pub mod kube;
 pub mod records;
 pub mod render;
+pub mod reports;
 pub mod time;
 
 #[cfg(test)]

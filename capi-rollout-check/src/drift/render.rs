@@ -1,12 +1,13 @@
-//! The report for people (a table, then each pool that is not current) and for tools
-//! (`-o json`, schema `capi-rollout-check.drift/v1`, documented in docs/drift.md).
+//! The report for people (a table, then each object that is not current) and for tools
+//! (`-o json`, schema `capi-rollout-check.drift/v2`, documented in docs/drift.md; `-o report`,
+//! OpenReports, in reports.rs).
 
 use serde_json::{json, Value};
 
-use super::analysis::{Cause, PoolReport, Report, Verdict};
+use super::analysis::{Cause, PathsAre, PoolReport, Report, Verdict, WorkerKind};
 use super::time;
 
-pub const SCHEMA: &str = "capi-rollout-check.drift/v1";
+pub const SCHEMA: &str = "capi-rollout-check.drift/v2";
 
 fn t(seconds: Option<i64>) -> Value {
     seconds.map_or(Value::Null, |s| Value::String(time::format(s)))
@@ -19,7 +20,7 @@ fn cause_json(c: &Cause) -> Value {
         "operation": c.operation,
         "time": t(c.time),
         "paths": c.paths,
-        "pathsAreAppliedSet": c.paths_are_applied_set,
+        "pathsAre": c.paths_are.name(),
         "inDataSecret": c.in_data_secret,
         "replacedByProvider": c.replaced_by_provider,
         "summary": c.summary,
@@ -28,6 +29,7 @@ fn cause_json(c: &Cause) -> Value {
 
 pub fn pool_json(p: &PoolReport) -> Value {
     json!({
+        "kind": p.kind.name(),
         "namespace": p.namespace,
         "name": p.name,
         "verdict": p.verdict.name(),
@@ -64,10 +66,11 @@ pub fn pool_json(p: &PoolReport) -> Value {
                 "launched": t(Some(s.launched)),
                 "because": s.because.name(),
                 "certain": s.certain,
+                "paths": s.paths,
             })).collect::<Vec<_>>(),
         },
         "causes": p.causes.iter().map(cause_json).collect::<Vec<_>>(),
-        "clusterClass": p.topology.as_ref().map(|tp| json!({"cluster": tp.cluster, "poolTopology": tp.pool})),
+        "clusterClass": p.topology.as_ref().map(|tp| json!({"cluster": tp.cluster, "topologyName": tp.pool})),
         "fix": p.fix,
     })
 }
@@ -77,12 +80,13 @@ pub fn json(report: &Report) -> String {
         "schema": SCHEMA,
         "now": t(Some(report.now)),
         "summary": {
-            "pools": report.pools.len(),
+            "objects": report.pools.len(),
+            "kinds": WorkerKind::ALL.iter().map(|k| (k.name().to_string(), json!(report.count_kind(*k)))).collect::<serde_json::Map<_, _>>(),
             "current": report.count(Verdict::Current),
             "stale": report.count(Verdict::Stale),
             "unknown": report.count(Verdict::Unknown),
         },
-        "pools": report.pools.iter().map(pool_json).collect::<Vec<_>>(),
+        "items": report.pools.iter().map(pool_json).collect::<Vec<_>>(),
     });
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
@@ -114,7 +118,7 @@ fn cause_column(p: &PoolReport) -> String {
 
 pub const COLUMNS: [&str; 8] = [
     "NAMESPACE",
-    "POOL",
+    "OBJECT",
     "CONFIG",
     "INFRASTRUCTURE",
     "VERDICT",
@@ -128,7 +132,7 @@ pub fn table(report: &Report) -> String {
     for p in &report.pools {
         rows.push([
             p.namespace.clone(),
-            p.name.clone(),
+            format!("{}/{}", p.kind.arg(), p.name),
             format!("{}/{}", p.config.kind, p.config.name),
             p.infra_kind.clone().unwrap_or_else(|| "-".into()),
             p.verdict.name().into(),
@@ -157,8 +161,9 @@ pub fn table(report: &Report) -> String {
     {
         out.push('\n');
         out.push_str(&format!(
-            "{}/{}: {} ({}): {}\n",
+            "{} {}/{}: {} ({}): {}\n",
             p.namespace,
+            p.kind.arg(),
             p.name,
             p.verdict.name(),
             p.confidence.level.name(),
@@ -169,12 +174,12 @@ pub fn table(report: &Report) -> String {
             if !c.paths.is_empty() {
                 out.push_str(&format!(
                     "    {}: {}\n",
-                    // What the manager owns, not what this edit changed: an Update manager
-                    // that also wrote the field before owns it still.
-                    if c.paths_are_applied_set {
-                        "applied set"
-                    } else {
-                        "owned by its manager"
+                    // An Update manager's set is what it owns, not what this edit changed: a
+                    // manager that also wrote the field before owns it still.
+                    match c.paths_are {
+                        PathsAre::AppliedSet => "applied set",
+                        PathsAre::Owned => "owned by its manager",
+                        PathsAre::Different => "differ from the Machines' configs",
                     },
                     c.paths.join(", ")
                 ));
@@ -185,11 +190,16 @@ pub fn table(report: &Report) -> String {
         }
         for s in &p.instances.stale {
             out.push_str(&format!(
-                "  {} launched {} ({}{})\n",
+                "  {} launched {} ({}{}){}\n",
                 s.name,
                 time::format(s.launched),
                 s.because.name(),
-                if s.certain { "" } else { ", maybe" }
+                if s.certain { "" } else { ", maybe" },
+                if s.paths.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", s.paths.join(", "))
+                }
             ));
         }
         if !p.fix.is_empty() {
@@ -200,11 +210,28 @@ pub fn table(report: &Report) -> String {
         }
     }
     out.push_str(&format!(
-        "\n{} pools: {} current, {} stale, {} unknown\n",
-        report.pools.len(),
+        "\n{}: {} current, {} stale, {} unknown\n",
+        counted(report),
         report.count(Verdict::Current),
         report.count(Verdict::Stale),
         report.count(Verdict::Unknown)
     ));
     out
+}
+
+/// `3 objects (2 MachinePools, 1 MachineDeployment)`.
+fn counted(report: &Report) -> String {
+    let kinds: Vec<String> = WorkerKind::ALL
+        .iter()
+        .map(|k| (k, report.count_kind(*k)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{n} {}{}", k.name(), if n == 1 { "" } else { "s" }))
+        .collect();
+    let n = report.pools.len();
+    let objects = format!("{n} object{}", if n == 1 { "" } else { "s" });
+    if kinds.is_empty() {
+        objects
+    } else {
+        format!("{objects} ({})", kinds.join(", "))
+    }
 }

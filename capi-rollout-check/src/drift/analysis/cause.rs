@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::managed_fields::{leaf_paths, Entry};
 use super::{
-    plural, Cause, CauseKind, Data, Instance, Judgement, Level, Pool, StaleBecause,
+    plural, Cause, CauseKind, Data, Instance, Judgement, Level, PathsAre, Pool, StaleBecause,
     RECONCILE_BOUND, TOKEN_ROTATION_BOUND, TOPOLOGY_MANAGER,
 };
 use crate::drift::records::{Bootstrap, Effect, Rendering};
@@ -90,7 +90,11 @@ pub(super) fn edit_cause(p: &Pool, d: &Data, edit: &Entry, j: &mut Judgement) {
         manager: Some(edit.manager.clone()),
         operation: Some(edit.operation.clone()),
         time: edit.time,
-        paths_are_applied_set: edit.operation == "Apply",
+        paths_are: if edit.operation == "Apply" {
+            PathsAre::AppliedSet
+        } else {
+            PathsAre::Owned
+        },
         paths,
         in_data_secret: Some(in_secret),
         replaced_by_provider: false,
@@ -282,7 +286,7 @@ pub(super) fn rotation_cause(p: &Pool, d: &Data, j: &mut Judgement) {
             operation: None,
             time: Some(secret_created),
             paths: Vec::new(),
-            paths_are_applied_set: false,
+            paths_are: PathsAre::Owned,
             in_data_secret: None,
             replaced_by_provider: replaced,
             summary,

@@ -1,6 +1,8 @@
 //! The fix text: the commands that bring a pool's instances to the data they should run.
 
-use super::{Inputs, PoolReport};
+use serde_json::Value;
+
+use super::{Inputs, PoolReport, WorkerKind};
 
 /// The config kind's kubectl resource: `kubeadmconfigs.bootstrap.cluster.x-k8s.io`.
 pub fn resource(kind: &str, group: &str) -> String {
@@ -85,6 +87,52 @@ pub(super) fn fix_lines(
                 "# {} is not in the infrastructure records: replace the instances launched before the data Secret as its provider allows",
                 report.infra_kind.as_deref().unwrap_or("the infrastructure")
             )),
+        }
+    }
+    lines
+}
+
+/// The fix of a stale MachineDeployment or MachineSet: its template reissued under a fresh
+/// name, then what CAPI does next. A MachineDeployment rolls out on the new ref by its
+/// strategy; a MachineSet replaces no Machine on a template change, so its stale Machines are
+/// deleted one at a time. A ClusterClass MachineDeployment's template is the topology
+/// controller's: the fix goes through the class.
+pub(super) fn deployment_fix(inputs: &Inputs, report: &PoolReport, object: &Value) -> Vec<String> {
+    let (ns, name, flags) = (&report.namespace, &report.name, &inputs.cluster_flags);
+    let arg = report.kind.arg();
+    if let Some(topology) = &report.topology {
+        let cluster = topology.cluster.as_deref().unwrap_or("<cluster>");
+        return vec![
+            format!(
+                "# a ClusterClass MachineDeployment: its template is the topology controller's, which rotates it itself when the desired one differs. Change the class's template or the Cluster's variables ({} in Cluster {cluster}'s spec.topology.workers.machineDeployments), and CAPI rolls it out (docs/clusterclass.md):",
+                topology.pool.as_deref().map_or_else(|| "its entry".to_string(), |p| format!("the entry {p}"))
+            ),
+            format!("kubectl edit clusters.cluster.x-k8s.io {cluster} -n {ns}{flags}"),
+        ];
+    }
+    let mut lines = vec![format!(
+        "capi-rollout-check rotate {arg}/{name} -n {ns} --reissue{flags}"
+    )];
+    match report.kind {
+        WorkerKind::MachineSet => {
+            lines.push(format!(
+                "# a MachineSet replaces no Machine on a template change: delete each stale Machine, one at a time once its replacement is Ready; MachineSet {name} makes it again from the new template"
+            ));
+            for s in &report.instances.stale {
+                lines.push(format!(
+                    "kubectl delete machines.cluster.x-k8s.io {} -n {ns}{flags}",
+                    s.name
+                ));
+            }
+        }
+        _ => {
+            lines.push(format!(
+                "# CAPI then rolls MachineDeployment {name} out ({}): a new MachineSet on the new template replaces every Machine; add --wait to follow it to the end, or watch:",
+                super::strategy(object)
+            ));
+            lines.push(format!(
+                "kubectl get machinedeployments.cluster.x-k8s.io {name} -n {ns}{flags} -w"
+            ));
         }
     }
     lines

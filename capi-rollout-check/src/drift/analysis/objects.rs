@@ -49,6 +49,27 @@ pub(super) struct Index<'a> {
     pub(super) machines: HashMap<(String, String), Vec<Instance>>,
     /// (namespace, pool name or infra pool name) -> instances, by label or owner.
     pub(super) infra_instances: HashMap<(String, String), Vec<Instance>>,
+    pub(super) templates: HashMap<Key, &'a Value>,
+    /// (namespace, MachineDeployment name) -> its MachineSets.
+    pub(super) sets_of: HashMap<(String, String), Vec<&'a Value>>,
+    /// (namespace, MachineSet name) -> its Machines not being deleted.
+    pub(super) set_machines: HashMap<(String, String), Vec<&'a Value>>,
+}
+
+/// The name of `object`'s owner of `kind`, by its owner references.
+pub(super) fn owner(object: &Value, kind: &str) -> Option<String> {
+    object
+        .pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))?
+        .get("name")?
+        .as_str()
+        .map(str::to_string)
+}
+
+fn namespaced(object: &Value, name: String) -> (String, String) {
+    (meta(object, "namespace").unwrap_or("").to_string(), name)
 }
 
 pub(super) fn instance_of(object: &Value) -> Option<Instance> {
@@ -123,7 +144,25 @@ impl<'a> Index<'a> {
                     .push(i.clone());
             }
         }
+        let mut sets_of: HashMap<(String, String), Vec<&Value>> = HashMap::new();
+        for set in inputs.machine_sets {
+            if let Some(md) = owner(set, "MachineDeployment") {
+                sets_of.entry(namespaced(set, md)).or_default().push(set);
+            }
+        }
+        let mut set_machines: HashMap<(String, String), Vec<&Value>> = HashMap::new();
+        for m in inputs.set_machines {
+            if m.pointer("/metadata/deletionTimestamp").is_some() {
+                continue;
+            }
+            if let Some(set) = owner(m, "MachineSet") {
+                set_machines.entry(namespaced(m, set)).or_default().push(m);
+            }
+        }
         Index {
+            templates: by_kind(inputs.templates),
+            sets_of,
+            set_machines,
             configs: by_kind(inputs.configs),
             secrets: inputs
                 .secrets

@@ -1,5 +1,5 @@
-//! What the analysis reports of each MachinePool: its verdict, how sure it is, its stale
-//! instances, the causes and the fix.
+//! What the analysis reports of each MachinePool, MachineDeployment and MachineSet: its
+//! verdict, how sure it is, its stale instances, the causes and the fix.
 
 use serde_json::Value;
 
@@ -21,8 +21,58 @@ pub struct Inputs<'a> {
     /// Infrastructure machines of pools (AzureMachinePoolMachine...), for instance ages when a
     /// pool has no MachinePool Machines.
     pub infra_instances: &'a [Value],
+    /// MachineDeployments.
+    pub deployments: &'a [Value],
+    /// MachineSets (those a MachineDeployment owns tell its current Machines; the others are
+    /// judged on their own).
+    pub machine_sets: &'a [Value],
+    /// Bootstrap templates of every kind MachineDeployments and MachineSets name.
+    pub templates: &'a [Value],
+    /// CAPI Machines labelled `cluster.x-k8s.io/set-name`; their own configs are in `configs`.
+    pub set_machines: &'a [Value],
     /// How the printed commands reach the same cluster (` --context prod`), or empty.
     pub cluster_flags: String,
+}
+
+/// The kinds drift judges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorkerKind {
+    MachinePool,
+    MachineDeployment,
+    MachineSet,
+}
+
+impl WorkerKind {
+    pub const ALL: [WorkerKind; 3] = [
+        WorkerKind::MachinePool,
+        WorkerKind::MachineDeployment,
+        WorkerKind::MachineSet,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerKind::MachinePool => "MachinePool",
+            WorkerKind::MachineDeployment => "MachineDeployment",
+            WorkerKind::MachineSet => "MachineSet",
+        }
+    }
+
+    /// kubectl's name for an argument: `machinepool/NAME`.
+    pub fn arg(self) -> &'static str {
+        match self {
+            WorkerKind::MachinePool => "machinepool",
+            WorkerKind::MachineDeployment => "machinedeployment",
+            WorkerKind::MachineSet => "machineset",
+        }
+    }
+
+    pub fn resource(self) -> &'static str {
+        match self {
+            WorkerKind::MachinePool => "machinepools.cluster.x-k8s.io",
+            WorkerKind::MachineDeployment => "machinedeployments.cluster.x-k8s.io",
+            WorkerKind::MachineSet => "machinesets.cluster.x-k8s.io",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -77,6 +127,8 @@ pub enum StaleBecause {
     Rotation,
     /// Launched after the edit, from a data Secret that does not hold it.
     DataWithoutEdit,
+    /// A MachineDeployment's or MachineSet's Machine whose own config differs from the template.
+    ConfigDiffers,
 }
 
 impl StaleBecause {
@@ -86,6 +138,7 @@ impl StaleBecause {
             StaleBecause::RenderWindow => "launched-while-rendering",
             StaleBecause::Rotation => "launched-before-data-secret",
             StaleBecause::DataWithoutEdit => "launched-from-data-without-edit",
+            StaleBecause::ConfigDiffers => "config-differs-from-template",
         }
     }
 }
@@ -105,6 +158,9 @@ pub struct StaleInstance {
     pub because: StaleBecause,
     /// False: it may have the new data (launched while the provider was rendering).
     pub certain: bool,
+    /// What differs between its own config and the template, as the policy's refusal names
+    /// the template's paths; empty for a pool's instance (no config of its own).
+    pub paths: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -135,6 +191,29 @@ impl CauseKind {
     }
 }
 
+/// What a cause's paths are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathsAre {
+    /// The fields an Update manager owns under spec: every field it has written, so possibly
+    /// more than the edit changed.
+    Owned,
+    /// An Apply manager's applied set.
+    AppliedSet,
+    /// The fields that differ between the template and the Machines' own configs: exactly what
+    /// changed.
+    Different,
+}
+
+impl PathsAre {
+    pub fn name(self) -> &'static str {
+        match self {
+            PathsAre::Owned => "owned-by-manager",
+            PathsAre::AppliedSet => "applied-set",
+            PathsAre::Different => "different",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cause {
     pub kind: CauseKind,
@@ -143,11 +222,9 @@ pub struct Cause {
     pub operation: Option<String>,
     /// The edit's time, or the data Secret's creation for a rotation.
     pub time: Option<i64>,
-    /// The fields an Update manager owns under spec: every field it has written, so possibly
-    /// more than the edit changed; for an Apply manager its applied set
-    /// (`paths_are_applied_set`).
+    /// The paths, and what they are (`paths_are`).
     pub paths: Vec<String>,
-    pub paths_are_applied_set: bool,
+    pub paths_are: PathsAre,
     /// Whether the data Secret was written after the edit; None for a rotation.
     pub in_data_secret: Option<bool>,
     /// The infrastructure replaces the instances itself (CAPA's instance refresh, an EKS managed
@@ -177,10 +254,17 @@ pub struct Topology {
     pub pool: Option<String>,
 }
 
+/// The report of one MachinePool, MachineDeployment or MachineSet (`kind`). For a
+/// MachineDeployment or MachineSet, `config` is its bootstrap template and there is no data
+/// Secret or infrastructure record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolReport {
+    pub kind: WorkerKind,
     pub namespace: String,
     pub name: String,
+    /// The object's apiVersion and uid as listed, for a report naming it.
+    pub api_version: String,
+    pub uid: String,
     pub config: ConfigInfo,
     pub bootstrap: Option<Bootstrap>,
     pub infra_kind: Option<String>,
@@ -204,5 +288,9 @@ pub struct Report {
 impl Report {
     pub fn count(&self, verdict: Verdict) -> usize {
         self.pools.iter().filter(|p| p.verdict == verdict).count()
+    }
+
+    pub fn count_kind(&self, kind: WorkerKind) -> usize {
+        self.pools.iter().filter(|p| p.kind == kind).count()
     }
 }

@@ -1,6 +1,7 @@
 //! The kubectl layer against an in-memory lister and a fake kubectl.
 
 use super::*;
+use crate::drift::analysis::WorkerKind;
 
 // ---- the kubectl layer -------------------------------------------------------------------
 
@@ -8,6 +9,20 @@ use super::*;
 struct FakeLister {
     world: World,
     calls: RefCell<Vec<String>>,
+}
+
+impl kube::Writer for FakeLister {
+    fn apply(&self, text: &str) -> Result<(), ListError> {
+        self.calls.borrow_mut().push(format!("apply {text}"));
+        Ok(())
+    }
+
+    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError> {
+        self.calls
+            .borrow_mut()
+            .push(format!("delete {resource} {namespace}/{name}"));
+        Ok(())
+    }
 }
 
 impl Lister for FakeLister {
@@ -24,8 +39,16 @@ impl Lister for FakeLister {
         let w = &self.world;
         let items = match resource {
             "machinepools.cluster.x-k8s.io" => w.pools.clone(),
+            "machinedeployments.cluster.x-k8s.io" => w.deployments.clone(),
+            "machinesets.cluster.x-k8s.io" => w.machine_sets.clone(),
             "secrets" => w.secrets.clone(),
-            "machines.cluster.x-k8s.io" => w.machines.clone(),
+            "machines.cluster.x-k8s.io" => w
+                .machines
+                .iter()
+                .chain(&w.set_machines)
+                .filter(|m| selector.is_none_or(|l| m["metadata"]["labels"].get(l).is_some()))
+                .cloned()
+                .collect(),
             // One namespace exists: fleet.
             "namespaces" if selector == Some("kubernetes.io/metadata.name=fleet") => {
                 vec![json!({"metadata": {"name": "fleet"}})]
@@ -37,9 +60,11 @@ impl Lister for FakeLister {
                 })
             }
             "namespaces" => vec![],
+            "reports.openreports.io" => w.reports.clone(),
             r if r.ends_with(".bootstrap.cluster.x-k8s.io") => w
                 .configs
                 .iter()
+                .chain(&w.templates)
                 .filter(|c| {
                     format!("{}s", c["kind"].as_str().unwrap().to_lowercase())
                         == r.split('.').next().unwrap()
@@ -96,10 +121,10 @@ fn fleet_of(count: usize) -> World {
     world
 }
 
-fn request(scope: Scope, pools: &[String]) -> kube::Request<'_> {
+fn request(scope: Scope, objects: &[String]) -> kube::Request<'_> {
     kube::Request {
         scope,
-        pools,
+        objects,
         now: T0 + NOW * 60,
         cluster_flags: String::new(),
     }
@@ -122,10 +147,13 @@ fn one_list_per_kind_however_many_pools() {
         *lister.calls.borrow(),
         [
             format!("machinepools.cluster.x-k8s.io {ns} None false"),
+            format!("machinedeployments.cluster.x-k8s.io {ns} None false"),
+            format!("machinesets.cluster.x-k8s.io {ns} None false"),
+            // No MachineSet: only the pools' Machines.
+            format!("machines.cluster.x-k8s.io {ns} Some(\"cluster.x-k8s.io/pool-name\") false"),
             format!("kubeadmconfigs.bootstrap.cluster.x-k8s.io {ns} None true"),
             format!("rke2configs.bootstrap.cluster.x-k8s.io {ns} None true"),
             format!("secrets {ns} Some(\"cluster.x-k8s.io/cluster-name\") true"),
-            format!("machines.cluster.x-k8s.io {ns} Some(\"cluster.x-k8s.io/pool-name\") false"),
             format!("azuremachinepools.infrastructure.cluster.x-k8s.io {ns} None false"),
             // No MachinePool Machines: CAPZ's own instances, once.
             format!("azuremachinepoolmachines.infrastructure.cluster.x-k8s.io {ns} None false"),
@@ -137,8 +165,9 @@ fn one_list_per_kind_however_many_pools() {
 
 #[rstest]
 #[case::named_pool_missing(Scope::Namespace(Some("fleet".into())), &["machinepool/pool-9"], "MachinePool pool-9 not found in fleet")]
-#[case::not_a_pool(Scope::Namespace(None), &["machinedeployment/md-0"], "\"machinedeployment/md-0\": name a pool as machinepool/NAME")]
-#[case::names_with_all_namespaces(Scope::All, &["machinepool/pool-1"], "named pools are in one namespace: use -n NS, not -A")]
+#[case::named_deployment_missing(Scope::Namespace(None), &["md/md-0"], "MachineDeployment md-0 not found in the context's namespace")]
+#[case::not_a_worker_kind(Scope::Namespace(None), &["deployment/md-0"], "\"deployment/md-0\": name it as machinepool/NAME, machinedeployment/NAME or machineset/NAME")]
+#[case::names_with_all_namespaces(Scope::All, &["machinepool/pool-1"], "named objects are in one namespace: use -n NS, not -A")]
 fn usage_errors(#[case] scope: Scope, #[case] pools: &[&str], #[case] message: &str) {
     let lister = FakeLister {
         world: fleet_of(2),
@@ -273,5 +302,150 @@ fn a_fleet_report_counts_verdicts() {
     assert_eq!(
         counts,
         BTreeMap::from([("current", 6), ("stale", 0), ("unknown", 0)])
+    );
+}
+
+/// MachineDeployments and MachineSets cost one list each, the Machines one list for pools and
+/// sets alike, and each template kind one list; never a GET per object.
+#[test]
+fn deployments_cost_one_list_per_kind_too() {
+    let mut world = fleet_of(2);
+    let md = super::deployments_world();
+    world.deployments = md.deployments;
+    world.machine_sets = md.machine_sets;
+    world.templates = md.templates;
+    world.set_machines = md.set_machines;
+    world.configs.extend(md.configs);
+    let lister = FakeLister {
+        world,
+        calls: RefCell::default(),
+    };
+    let report = kube::drift(&lister, &request(Scope::All, &[])).unwrap();
+    assert_eq!(report.count_kind(WorkerKind::MachineDeployment), 1);
+    assert_eq!(report.count_kind(WorkerKind::MachinePool), 2);
+    let calls = lister.calls.borrow();
+    let lists = |prefix: &str| calls.iter().filter(|c| c.starts_with(prefix)).count();
+    assert_eq!(lists("machinedeployments."), 1);
+    assert_eq!(lists("machinesets."), 1);
+    assert_eq!(lists("kubeadmconfigtemplates."), 1);
+    assert_eq!(lists("kubeadmconfigs."), 1);
+    assert!(
+        calls.contains(&"machines.cluster.x-k8s.io All None false".to_string()),
+        "{calls:#?}"
+    );
+}
+
+/// A MachineSet a MachineDeployment owns is answered by its MachineDeployment: naming it says so.
+#[test]
+fn a_named_machine_set_of_a_deployment_names_the_deployment() {
+    let lister = FakeLister {
+        world: super::deployments_world(),
+        calls: RefCell::default(),
+    };
+    let named = vec!["ms/md-1-s".to_string()];
+    let e = kube::drift(
+        &lister,
+        &request(Scope::Namespace(Some("fleet".into())), &named),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "MachineSet md-1-s belongs to MachineDeployment md-1: name machinedeployment/md-1"
+    );
+    let named = vec!["md/md-1".to_string()];
+    let report = kube::drift(
+        &lister,
+        &request(Scope::Namespace(Some("fleet".into())), &named),
+    )
+    .unwrap();
+    assert_eq!(report.pools.len(), 1);
+}
+
+/// `--apply`: the Reports applied in one server-side apply; a Report drift wrote before in a
+/// namespace that has no object now is deleted; another tool's Report is left alone.
+#[test]
+fn apply_writes_the_reports_and_prunes_its_own_old_ones() {
+    let mut world = super::deployments_world();
+    let report_in = |ns: &str, name: &str| {
+        json!({"apiVersion": "openreports.io/v1alpha1", "kind": "Report",
+               "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/managed-by": "capi-rollout-check"}}})
+    };
+    world.reports = vec![
+        report_in("fleet", "capi-rollout-check-drift"),
+        report_in("gone", "capi-rollout-check-drift"),
+        report_in("gone", "someone-elses"),
+    ];
+    let lister = FakeLister {
+        world,
+        calls: RefCell::default(),
+    };
+    let request = request(Scope::All, &[]);
+    let report = kube::drift(&lister, &request).unwrap();
+    let lines = kube::apply_reports(&lister, &request, &report).unwrap();
+    assert_eq!(
+        lines,
+        [
+            "reports.openreports.io fleet/capi-rollout-check-drift applied (1 results)",
+            "reports.openreports.io gone/capi-rollout-check-drift deleted (no MachinePool, MachineDeployment or MachineSet left there)",
+        ]
+    );
+    let calls = lister.calls.borrow();
+    let applies: Vec<&String> = calls.iter().filter(|c| c.starts_with("apply ")).collect();
+    assert_eq!(applies.len(), 1);
+    assert!(applies[0].contains("kind: Report"), "{}", applies[0]);
+    assert!(calls.contains(&"reports.openreports.io All Some(\"app.kubernetes.io/managed-by=capi-rollout-check\") false".to_string()), "{calls:#?}");
+    let named = vec!["md/md-1".to_string()];
+    let partial = super::super::kube::Request {
+        objects: &named,
+        ..request
+    };
+    assert_eq!(
+        kube::apply_reports(&lister, &partial, &report)
+            .unwrap_err()
+            .to_string(),
+        "--apply writes each namespace's whole Report: name no objects"
+    );
+}
+
+/// No OpenReports CRD: said so, with where it comes from.
+#[test]
+fn apply_without_the_crd_names_it() {
+    struct NoCrd(FakeLister);
+    impl Lister for NoCrd {
+        fn list(
+            &self,
+            resource: &str,
+            scope: &Scope,
+            selector: Option<&str>,
+            managed: bool,
+        ) -> Result<Vec<Value>, ListError> {
+            if resource == "reports.openreports.io" {
+                return Err(ListError {
+                    resource: resource.into(),
+                    message: "error: the server doesn't have a resource type \"reports\"".into(),
+                });
+            }
+            self.0.list(resource, scope, selector, managed)
+        }
+    }
+    impl kube::Writer for NoCrd {
+        fn apply(&self, text: &str) -> Result<(), ListError> {
+            self.0.apply(text)
+        }
+        fn delete(&self, r: &str, ns: &str, n: &str) -> Result<(), ListError> {
+            self.0.delete(r, ns, n)
+        }
+    }
+    let lister = NoCrd(FakeLister {
+        world: super::deployments_world(),
+        calls: RefCell::default(),
+    });
+    let request = request(Scope::All, &[]);
+    let report = kube::drift(&lister, &request).unwrap();
+    let e = kube::apply_reports(&lister, &request, &report).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("the OpenReports CRD (reports.openreports.io) is not installed"),
+        "{e}"
     );
 }

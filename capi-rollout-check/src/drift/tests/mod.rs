@@ -13,6 +13,8 @@ use super::kube::{self, Kubectl, ListError, Lister, Scope};
 use super::render;
 use super::time;
 
+mod deployments;
+use deployments::deployments_world;
 mod fix;
 mod kube_layer;
 mod render_output;
@@ -36,6 +38,12 @@ struct World {
     machines: Vec<Value>,
     infra_pools: Vec<Value>,
     infra_instances: Vec<Value>,
+    deployments: Vec<Value>,
+    machine_sets: Vec<Value>,
+    templates: Vec<Value>,
+    set_machines: Vec<Value>,
+    /// Reports drift (or another tool) wrote before.
+    reports: Vec<Value>,
 }
 
 struct Pool {
@@ -194,6 +202,10 @@ impl World {
             machines: &self.machines,
             infra_pools: &self.infra_pools,
             infra_instances: &self.infra_instances,
+            deployments: &self.deployments,
+            machine_sets: &self.machine_sets,
+            templates: &self.templates,
+            set_machines: &self.set_machines,
             cluster_flags: cluster_flags.into(),
         })
     }

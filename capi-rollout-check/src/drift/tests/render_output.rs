@@ -16,11 +16,12 @@ fn json_of_a_rotation_not_rolled() {
     assert_eq!(
         value,
         json!({
-            "schema": "capi-rollout-check.drift/v1",
+            "schema": "capi-rollout-check.drift/v2",
             "now": at(NOW),
-            "summary": {"pools": 1, "current": 0, "stale": 1, "unknown": 0},
-            "pools": [{
-                "namespace": "fleet", "name": "pool-1", "verdict": "stale",
+            "summary": {"objects": 1, "current": 0, "stale": 1, "unknown": 0,
+                        "kinds": {"MachinePool": 1, "MachineDeployment": 0, "MachineSet": 0}},
+            "items": [{
+                "kind": "MachinePool", "namespace": "fleet", "name": "pool-1", "verdict": "stale",
                 "confidence": {"level": "exact", "reasons": [format!(
                     "Machine launch times compared with the data Secret's creation ({}) and last write ({}) and the config's last edit",
                     at(101), at(290))]},
@@ -30,9 +31,9 @@ fn json_of_a_rotation_not_rolled() {
                                    "onRotation": "NewInstancesOnly", "onContentChange": "NewInstancesOnly"},
                 "dataSecret": {"name": "pool-1-a", "created": at(101), "contentWritten": at(290)},
                 "instances": {"source": "Machine", "total": 2, "staleCount": 1, "everyInstanceNowAndFuture": false,
-                              "stale": [{"name": "pool-1-m0", "launched": at(2), "because": "launched-before-data-secret", "certain": true}]},
+                              "stale": [{"name": "pool-1-m0", "launched": at(2), "because": "launched-before-data-secret", "certain": true, "paths": []}]},
                 "causes": [{"kind": "rotation-not-rolled", "manager": null, "operation": null, "time": at(101),
-                            "paths": [], "pathsAreAppliedSet": false, "inDataSecret": null, "replacedByProvider": false,
+                            "paths": [], "pathsAre": "owned-by-manager", "inDataSecret": null, "replacedByProvider": false,
                             "summary": format!("rotation to pool-1-a (data Secret pool-1-a created {}): 1 instance launched before it; AzureMachinePool replaces no existing instance on a rotation", at(101))}],
                 "clusterClass": null,
                 "fix": [ROLL]
@@ -57,7 +58,7 @@ fn the_table_names_each_stale_instance_and_the_fix() {
         lines[0].split_whitespace().collect::<Vec<_>>(),
         [
             "NAMESPACE",
-            "POOL",
+            "OBJECT",
             "CONFIG",
             "INFRASTRUCTURE",
             "VERDICT",
@@ -70,7 +71,7 @@ fn the_table_names_each_stale_instance_and_the_fix() {
         lines[1].split_whitespace().collect::<Vec<_>>(),
         [
             "fleet",
-            "pool-1",
+            "machinepool/pool-1",
             "KubeadmConfig/pool-1-a",
             "AzureMachinePool",
             "stale",
@@ -88,7 +89,7 @@ fn the_table_names_each_stale_instance_and_the_fix() {
     );
     assert!(text.contains(&format!("  fix:\n    {ROLL}\n")), "{text}");
     assert!(
-        text.ends_with("1 pools: 0 current, 1 stale, 0 unknown\n"),
+        text.ends_with("1 object (1 MachinePool): 0 current, 1 stale, 0 unknown\n"),
         "{text}"
     );
 }

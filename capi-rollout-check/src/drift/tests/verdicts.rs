@@ -217,7 +217,7 @@ fn an_update_managers_changed_paths_and_whether_the_secret_has_them() {
     assert_eq!(cause.operation.as_deref(), Some("Update"));
     assert_eq!(cause.time, Some(T0 + 200 * 60));
     assert_eq!(cause.paths, ["spec.files[path=/etc/motd].content"]);
-    assert!(!cause.paths_are_applied_set);
+    assert_eq!(cause.paths_are, super::super::analysis::PathsAre::Owned);
     assert_eq!(cause.in_data_secret, Some(true));
     assert_eq!(p.instances.stale.len(), 1);
     assert_eq!(p.instances.stale[0].name, "pool-1-m0");
