@@ -474,21 +474,26 @@ fn render_drift(w: &mut String, d: &crate::drift::DriftRow) {
         w,
         "\n### capi-rollout-check drift\n\n`capi-rollout-check drift -n fleet` on one namespace of \
          {} MachinePools (three Machines each; a quarter clean, a quarter with a rotation not \
-         rolled, half edited in place), measured once: the analysis of the listed objects as \
-         kubectl returns them (managedFields included) and the two renderings. kubectl's lists \
-         (one per kind) are the API server's cost and are left out.\n",
-        d.pools
+         rolled, half edited in place) and {} MachineDeployments ({} Machines, each with its own \
+         config; every other template edited in place after half its Machines were made), \
+         measured once: the analysis of the listed objects as kubectl returns them \
+         (managedFields included) and the three renderings (`-o report`: the OpenReports YAML). \
+         kubectl's lists (one per kind, paged by kubectl 500 items a request) are the API \
+         server's cost and are left out.\n",
+        d.pools, d.deployments, d.deployment_machines
     );
-    let head = "MachinePools | objects listed | their JSON | stale | analysis | table | JSON | JSON output";
+    let head = "MachinePools | MachineDeployments | objects listed | their JSON | stale | analysis | table | JSON | Reports | JSON output";
     let ms = |t: std::time::Duration| fmt_ns(t.as_nanos() as f64);
     let row = vec![
         d.pools.to_string(),
+        d.deployments.to_string(),
         d.objects.to_string(),
         bytes(d.input_bytes),
         d.stale.to_string(),
         ms(d.analyze),
         ms(d.table),
         ms(d.json),
+        ms(d.report),
         bytes(d.json_bytes),
     ];
     table(w, head, std::iter::once(row));

@@ -145,10 +145,14 @@ pub fn run_suite(options: &Options) -> Result<Report> {
         .collect();
 
     eprintln!(
-        "bench: capi-rollout-check drift, {} pools, once",
-        crate::drift::DRIFT_POOLS
+        "bench: capi-rollout-check drift, {} pools and {} MachineDeployments, once",
+        crate::drift::DRIFT_POOLS,
+        crate::drift::DRIFT_DEPLOYMENTS
     );
-    let drift = Some(crate::drift::measure(crate::drift::DRIFT_POOLS));
+    let drift = Some(crate::drift::measure(
+        crate::drift::DRIFT_POOLS,
+        crate::drift::DRIFT_DEPLOYMENTS,
+    ));
 
     Ok(Report {
         machine,
