@@ -74,6 +74,33 @@ pub fn unversioned(resource: &str) -> String {
 }
 
 impl Fake {
+    /// A MachineDeployment repointed at template `new`: with `capi_copies`, what CAPI does: a
+    /// MachineSet on `new` with every replica Ready (none with `never_ready`), and the older
+    /// MachineSets scaled to none (left as they are with `never_ready`).
+    fn roll_deployment(&self, name: &str, new: &str) {
+        let mut md = self.object(DEPLOYMENTS, name).unwrap();
+        md["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] = json!(new);
+        self.put(DEPLOYMENTS, md.clone());
+        if !self.capi_copies {
+            return;
+        }
+        let replicas = md["spec"]["replicas"].as_u64().unwrap_or(1);
+        if !self.never_ready {
+            for mut set in self.list_now(SETS) {
+                set["spec"]["replicas"] = json!(0);
+                set["status"] = json!({"replicas": 0, "readyReplicas": 0});
+                self.put(SETS, set);
+            }
+        }
+        let mut set = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+            "metadata": {"name": format!("{name}-{}", &new[new.len().saturating_sub(5)..]), "namespace": "fleet",
+                         "labels": {"cluster.x-k8s.io/deployment-name": name}},
+            "spec": md["spec"].clone()});
+        let ready = if self.never_ready { 0 } else { replicas };
+        set["status"] = json!({"replicas": replicas, "readyReplicas": ready});
+        self.put(SETS, set);
+    }
+
     pub fn with(objects: &[(&str, Value)]) -> Fake {
         let fake = Fake::default();
         for (resource, object) in objects {
@@ -104,6 +131,9 @@ impl Fake {
 
 pub const POOLS: &str = "machinepools.cluster.x-k8s.io";
 pub const CONFIGS: &str = "kubeadmconfigs.bootstrap.cluster.x-k8s.io";
+pub const TEMPLATES: &str = "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io";
+pub const DEPLOYMENTS: &str = "machinedeployments.cluster.x-k8s.io";
+pub const SETS: &str = "machinesets.cluster.x-k8s.io";
 
 /// A MachinePool Machine of `pool`, launched at `created`.
 pub fn machine(pool: &str, name: &str, created: &str, ready: bool) -> Value {
@@ -403,7 +433,9 @@ impl Cluster for Fake {
             object["metadata"]["name"].as_str().unwrap(),
             dry_run
         ));
-        if dry_run == DryRun::None {
+        if dry_run == DryRun::None && object["kind"] == "KubeadmConfigTemplate" {
+            self.put(TEMPLATES, object.clone());
+        } else if dry_run == DryRun::None {
             let mut object = object.clone();
             let created = self.tick();
             object["status"] = json!({"dataSecretName": object["metadata"]["name"]});
@@ -450,7 +482,9 @@ impl Cluster for Fake {
                 message: "admission webhook denied the request".into(),
             });
         }
-        if dry_run == DryRun::None {
+        if dry_run == DryRun::None && resource == DEPLOYMENTS {
+            self.roll_deployment(name, patch[1]["value"].as_str().unwrap());
+        } else if dry_run == DryRun::None {
             let mut pool = self.object(resource, name).unwrap();
             let new = patch[1]["value"].as_str().unwrap();
             pool["spec"]["template"]["spec"]["bootstrap"]["configRef"]["name"] = json!(new);

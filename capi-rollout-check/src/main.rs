@@ -221,9 +221,10 @@ struct RotateArgs {
     /// Open $KUBE_EDITOR or $EDITOR on the current config instead of -f, as kubectl edit does.
     #[arg(long, conflicts_with_all = ["filename", "manifests"])]
     edit: bool,
-    /// A MachinePool only: rotate its config to a fresh name with the same spec (what --edit
-    /// opens, unchanged), so that new instances take data rendered from the config as it is
-    /// (`drift`'s fix for an edit that reached no instance).
+    /// Rotate the config (a MachinePool's) or template (a MachineDeployment's or MachineSet's)
+    /// to a fresh name with the same spec (what --edit opens, unchanged), so that instances
+    /// take data rendered from it as it is: `drift`'s fix for an edit that reached no instance.
+    /// A MachineDeployment then rolls out.
     #[arg(long, conflicts_with_all = ["filename", "edit", "manifests"])]
     reissue: bool,
     /// GitOps: the repository's manifests as they are (a directory or file). The new config's
@@ -250,6 +251,10 @@ struct RotateArgs {
     /// new config up, replace the existing instances as `roll` does.
     #[arg(long, conflicts_with = "manifests")]
     replace_instances: bool,
+    /// A MachineDeployment: follow the roll-out CAPI starts until every Machine is on the new
+    /// template and Ready (within --timeout).
+    #[arg(long, conflicts_with = "manifests")]
+    wait: bool,
     /// The kubectl to run (default: $KUBECTL, else kubectl on PATH).
     #[arg(long)]
     kubectl: Option<String>,
@@ -446,6 +451,7 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
         dry_run: args.dry_run,
         timeout: args.timeout,
         replace_instances: args.replace_instances,
+        wait: args.wait,
         interrupted: &interrupt::interrupted,
     };
     let (mut out, mut err) = (std::io::stdout(), std::io::stderr());

@@ -4,7 +4,8 @@
 //! MachineDeployment, MachineSet) and the edited config (or template) manifest, or `--edit`,
 //! it creates the new config under the name the policy's refusal suggests, repoints the
 //! configRef, and waits until CAPI has taken the new config up. `--reissue` rotates a
-//! MachinePool's config to a fresh name with the same spec (reissue.rs). For GitOps (`--manifests`):
+//! MachinePool's config (or a MachineDeployment's or MachineSet's template) to a fresh name
+//! with the same spec (reissue.rs). For GitOps (`--manifests`):
 //! it writes the new config's file and the repointed pool's, for a pull request.
 //!
 //! Every check that can refuse runs before the first write, so a refused rotation changes
@@ -171,6 +172,9 @@ pub struct Request<'a> {
     /// A MachinePool whose provider replaces no instance: run `roll` once CAPI has taken the
     /// new config up.
     pub replace_instances: bool,
+    /// A MachineDeployment: follow its roll-out to the end (every Machine on the new
+    /// template, Ready), within `timeout`.
+    pub wait: bool,
     /// Whether the person asked to stop (Ctrl-C), for `roll`'s steps.
     pub interrupted: &'a dyn Fn() -> bool,
 }
@@ -232,9 +236,6 @@ fn read_consumer(
     request: &Request,
 ) -> Result<(&'static ConsumerKind, Value, ConfigRef), RotateError> {
     let (consumer_kind, consumer_name) = consumer_kind(request.consumer)?;
-    if let Edited::Reissue { .. } = request.edited {
-        reissue::check_kind(consumer_kind, consumer_name, request.namespace)?;
-    }
     let where_ = request
         .namespace
         .map_or("the context's namespace".to_string(), |n| {

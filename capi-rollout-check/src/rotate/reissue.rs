@@ -1,42 +1,17 @@
-//! `rotate --reissue`: a MachinePool's config rotated to a fresh name with the same spec. CAPI
-//! renders bootstrap data only for a config it has not rendered yet, so an edit that reached no
-//! instance (`drift`'s stale pools) reaches new instances only through a new config; with the
-//! spec unchanged the policy has no rotation name to suggest, so the name is
-//! [`reissue_name`]'s: the policy's `<base>-<8 hex>` scheme, never the current name.
+//! `rotate --reissue`: a MachinePool's config, or a MachineDeployment's or MachineSet's
+//! template, rotated to a fresh name with the same spec. CAPI renders bootstrap data only for a
+//! config it has not rendered yet, and rolls a MachineDeployment out only when its `configRef`
+//! names another template, so an edit that reached no instance (`drift`'s stale objects)
+//! reaches them only through a new name; with the spec unchanged the policy has no rotation
+//! name to suggest, so the name is [`reissue_name`]'s: the policy's `<base>-<8 hex>` scheme,
+//! never the current name.
 
 use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_rollout_check::drift::analysis::reissue_name;
 use serde_json::Value;
 
 use super::plan::{key_of, person_owned, Plan};
-use super::{ConsumerKind, RotateError};
 use crate::manifests::Key;
-
-/// `--reissue` is for MachinePools: a MachineDeployment's or MachineSet's Machines each get a
-/// config of their own, made from the template when the Machine is made, so no Machine runs
-/// older data than its own config, and replacing them is a roll-out, not a reissue.
-pub(super) fn check_kind(
-    kind: &ConsumerKind,
-    name: &str,
-    namespace: Option<&str>,
-) -> Result<(), RotateError> {
-    if kind.kind == "MachinePool" {
-        return Ok(());
-    }
-    let ns = namespace.map(|n| format!(" -n {n}")).unwrap_or_default();
-    let how = if kind.kind == "MachineDeployment" {
-        format!("to replace its Machines, roll it out: clusterctl alpha rollout restart machinedeployment/{name}{ns}")
-    } else {
-        "to replace its Machines, delete them (its MachineSet makes new ones from the template)"
-            .to_string()
-    };
-    Err(RotateError::Input(format!(
-        "--reissue is for a MachinePool (machinepool/NAME): each Machine of {} {name} has a config \
-         of its own, made from the template when the Machine was made, so none runs older data \
-         than its config; {how}",
-        kind.kind
-    )))
-}
 
 /// The reissue of `current`, the config `consumers` use: its person-owned part (what `--edit`
 /// opens) under the name [`reissue_name`] gives it at time `now` (seconds since the epoch).
@@ -64,7 +39,6 @@ mod tests {
     use crate::check;
     use crate::manifests::ManifestSet;
     use crate::rotate::plan::{rejections, repointed};
-    use rstest::rstest;
     use serde_json::json;
 
     fn pool() -> Value {
@@ -146,27 +120,25 @@ mod tests {
         );
     }
 
-    #[rstest]
-    #[case::deployment(
-        "machinedeployment/md-1",
-        "clusterctl alpha rollout restart machinedeployment/md-1 -n fleet"
-    )]
-    #[case::machine_set(
-        "ms/ms-1",
-        "delete them (its MachineSet makes new ones from the template)"
-    )]
-    fn not_for_a_template(#[case] consumer: &str, #[case] how: &str) {
-        let (kind, name) = super::super::consumer_kind(consumer).unwrap();
-        let message = check_kind(kind, name, Some("fleet"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            message.starts_with(&format!(
-                "--reissue is for a MachinePool (machinepool/NAME): each Machine of {} {name} has a config of its own",
-                kind.kind
-            )),
-            "{message}"
+    /// A MachineDeployment's template reissued: the policy admits the new template and the
+    /// repoint (a template rotation), with nothing refused.
+    #[test]
+    fn the_policy_admits_a_templates_reissue() {
+        let settings = Settings::default();
+        let md = json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": "md-1", "namespace": "fleet", "uid": "md"},
+            "spec": {"clusterName": "c1", "template": {"spec": {"clusterName": "c1", "bootstrap": {
+                "configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "md-1-t"}}}}}});
+        let template = json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "md-1-t", "namespace": "fleet", "uid": "t", "resourceVersion": "3"},
+            "spec": {"template": {"spec": {"files": [{"path": "/etc/sysctl.d/90-fleet.conf", "content": "a\n"}]}}}});
+        let plan = plan(&settings, &[&md], &template, 1_796_000_000);
+        assert_eq!(plan.new.kind, "KubeadmConfigTemplate");
+        assert_ne!(plan.new.name, "md-1-t");
+        assert_eq!(plan.new_object["spec"], template["spec"]);
+        assert_eq!(
+            rejections(&settings, &[&md], &template, &plan),
+            Vec::<String>::new()
         );
-        assert!(message.ends_with(how), "{message}");
     }
 }

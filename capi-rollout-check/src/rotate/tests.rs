@@ -56,6 +56,7 @@ fn request(consumer: &str, text: String, dry_run: DryRun) -> Request<'_> {
         dry_run,
         timeout: Duration::from_secs(5),
         replace_instances: false,
+        wait: false,
         interrupted: &|| false,
     }
 }
@@ -301,6 +302,7 @@ fn the_editor(#[case] edit: bool, #[case] expected: Result<(), &str>) {
         dry_run: DryRun::None,
         timeout: Duration::ZERO,
         replace_instances: false,
+        wait: false,
         interrupted: &|| false,
     };
     let (result, out, _) = run(&fake, &request);

@@ -13,6 +13,7 @@ use crate::cluster::{poll, Cluster};
 use crate::manifests::Key;
 use crate::roll::report::{after_rotation, follow_refresh, After};
 use crate::roll::{self, pool};
+use capi_rollout_check::drift::analysis::strategy;
 
 const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -42,9 +43,13 @@ pub(super) fn taken_up(
         );
     }
     if kind.kind == "MachineDeployment" {
-        return deployment_taken_up(cluster, request.timeout, &key, new, out);
+        return deployment_taken_up(cluster, request, &key, new, out);
     }
-    let _ = writeln!(out, "{key}: a MachineSet does not replace its Machines on a template change; new Machines use {}", new.name);
+    let _ = writeln!(
+        out,
+        "{key}: a MachineSet replaces no Machine on a template change; new Machines use {}. Delete the older ones one at a time, once each replacement is Ready (capi-rollout-check drift machineset/{} -n {} names them)",
+        new.name, key.name, key.namespace
+    );
     Ok(Done::Rotated)
 }
 
@@ -122,36 +127,103 @@ fn pool_taken_up(
     }
 }
 
+const SETS: &str = "machinesets.cluster.x-k8s.io";
+
+fn count(object: &Value, pointer: &str) -> u64 {
+    object.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A MachineDeployment's roll-out as its MachineSets show it: (Ready on the new template,
+/// replicas wanted, Machines left on older MachineSets).
+fn roll_out(sets: &[Value], new: &Key, wanted: u64) -> (u64, u64, u64) {
+    let (on_new, older): (Vec<&Value>, Vec<&Value>) = sets
+        .iter()
+        .partition(|s| ConfigRef::of(s).is_some_and(|r| r.name == new.name));
+    let ready = on_new
+        .iter()
+        .map(|s| count(s, "/status/readyReplicas"))
+        .sum();
+    let left = older.iter().map(|s| count(s, "/status/replicas")).sum();
+    (ready, wanted, left)
+}
+
+/// Waits for CAPI's MachineSet on the new template; names the roll-out it starts (the
+/// MachineDeployment's strategy) and, with `--wait`, follows it until every Machine is on the
+/// new template and Ready and the older MachineSets have none.
 fn deployment_taken_up(
     cluster: &dyn Cluster,
-    timeout: Duration,
+    request: &Request,
     key: &Key,
     new: &Key,
     out: &mut dyn Write,
 ) -> Result<Done, RotateError> {
+    let timeout = request.timeout;
     let selector = format!("cluster.x-k8s.io/deployment-name={}", key.name);
     let found = poll(cluster, timeout, INTERVAL, || {
-        let sets = cluster.list("machinesets.cluster.x-k8s.io", &key.namespace, &selector)?;
+        let sets = cluster.list(SETS, &key.namespace, &selector)?;
         Ok(sets
             .into_iter()
             .find(|s| ConfigRef::of(s).is_some_and(|r| r.name == new.name))
             .map(|s| key_of(&s).name))
     })?;
-    Ok(match found {
-        Some(set) => {
+    let Some(set) = found else {
+        let _ = writeln!(
+            out,
+            "{key}: no MachineSet on {} within {}s; the rotation is in place",
+            new.name,
+            timeout.as_secs()
+        );
+        return Ok(Done::NotYetRolled);
+    };
+    let deployment = cluster
+        .get(
+            "machinedeployments.cluster.x-k8s.io",
+            Some(&key.namespace),
+            &key.name,
+        )?
+        .unwrap_or(Value::Null);
+    let _ = writeln!(
+        out,
+        "{key}: CAPI made MachineSet {set} on {}: it rolls the MachineDeployment out ({}), replacing every Machine",
+        new.name,
+        strategy(&deployment)
+    );
+    if !request.wait {
+        let _ = writeln!(
+            out,
+            "{key}: watch it with kubectl get machinedeployments.cluster.x-k8s.io {} -n {} -w (or rotate with --wait)",
+            key.name, key.namespace
+        );
+        return Ok(Done::Rotated);
+    }
+    let wanted = count(&deployment, "/spec/replicas");
+    let mut said = None;
+    let done = poll(cluster, timeout, INTERVAL * 2, || {
+        let sets = cluster.list(SETS, &key.namespace, &selector)?;
+        let state = roll_out(&sets, new, wanted);
+        if said != Some(state) {
+            let (ready, wanted, left) = state;
             let _ = writeln!(
                 out,
-                "{key}: CAPI made MachineSet {set} on {}: it replaces the Machines",
+                "{key}: {ready}/{wanted} Ready on {}, {left} left on older MachineSets",
                 new.name
             );
+            said = Some(state);
+        }
+        Ok((state.0 >= state.1 && state.2 == 0).then_some(()))
+    })?;
+    Ok(match done {
+        Some(()) => {
+            let _ = writeln!(out, "{key}: rolled out: every Machine is on {}", new.name);
             Done::Rotated
         }
         None => {
             let _ = writeln!(
                 out,
-                "{key}: no MachineSet on {} within {}s; the rotation is in place",
-                new.name,
-                timeout.as_secs()
+                "{key}: the roll-out had not ended within {}s; it goes on (kubectl get machinedeployments.cluster.x-k8s.io {} -n {} -w)",
+                timeout.as_secs(),
+                key.name,
+                key.namespace
             );
             Done::NotYetRolled
         }

@@ -246,7 +246,10 @@ mod tests {
     #[test]
     fn the_measured_fleet_is_judged_as_described() {
         let row = measure(8, 4);
-        assert_eq!((row.pools, row.deployments, row.deployment_machines), (8, 4, 40));
+        assert_eq!(
+            (row.pools, row.deployments, row.deployment_machines),
+            (8, 4, 40)
+        );
         // Pools: cases 1-3 of 4 are stale (a rotation not rolled, two edits); MachineDeployments:
         // every other one.
         assert_eq!(row.stale, 6 + 2);

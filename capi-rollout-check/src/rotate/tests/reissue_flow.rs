@@ -3,6 +3,7 @@
 //! (exit 2, never 1) changing nothing.
 
 use super::*;
+use crate::fake::{DEPLOYMENTS, SETS, TEMPLATES};
 use capi_rollout_check::drift::analysis::reissue_name;
 
 /// The time `--reissue` is run at, seconds since the epoch.
@@ -16,6 +17,7 @@ fn reissue(consumer: &str, dry_run: DryRun) -> Request<'_> {
         dry_run,
         timeout: Duration::from_secs(5),
         replace_instances: false,
+        wait: false,
         interrupted: &|| false,
     }
 }
@@ -132,10 +134,11 @@ fn name_taken() -> Fake {
 /// Each refusal: exit 2 (never 1: a reissue always has something to rotate), the message,
 /// and no write.
 #[rstest]
-#[case::a_machine_deployment(fleet(), "machinedeployment/md-1",
-    "--reissue is for a MachinePool (machinepool/NAME): each Machine of MachineDeployment md-1 has a config of its own")]
-#[case::a_machine_set(fleet(), "machineset/ms-1",
-    "--reissue is for a MachinePool (machinepool/NAME): each Machine of MachineSet ms-1 has a config of its own")]
+#[case::no_such_deployment(
+    fleet(),
+    "machinedeployment/md-9",
+    "MachineDeployment md-9 not found in namespace fleet"
+)]
 #[case::no_such_pool(
     fleet(),
     "machinepool/pool-9",
@@ -166,4 +169,121 @@ fn refusals_change_nothing(#[case] fake: Fake, #[case] consumer: &str, #[case] m
         fake.writes.borrow()
     );
     assert_eq!(*fake.objects.borrow(), before);
+}
+
+/// MachineDeployment md-1 (3 replicas) on template md-1-t, its MachineSet md-1-s.
+fn deployment_fleet() -> Fake {
+    let bootstrap = json!({"configRef": {"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfigTemplate", "name": "md-1-t"}});
+    let spec = json!({"clusterName": "c1", "replicas": 3,
+        "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}},
+        "template": {"spec": {"clusterName": "c1", "bootstrap": bootstrap}}});
+    let mut fake = Fake::with(&[
+        (
+            DEPLOYMENTS,
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "metadata": {"name": "md-1", "namespace": "fleet", "uid": "md"}, "spec": spec}),
+        ),
+        (
+            SETS,
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+            "metadata": {"name": "md-1-s", "namespace": "fleet", "labels": {"cluster.x-k8s.io/deployment-name": "md-1"}},
+            "spec": spec, "status": {"replicas": 3, "readyReplicas": 3}}),
+        ),
+        (
+            TEMPLATES,
+            json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfigTemplate",
+            "metadata": {"name": "md-1-t", "namespace": "fleet"},
+            "spec": {"template": {"spec": {"files": [{"path": "/etc/sysctl.d/90-fleet.conf", "content": "b\n"}]}}}}),
+        ),
+    ]);
+    fake.capi_copies = true;
+    fake
+}
+
+/// A MachineDeployment's template reissued: the same spec under a fresh name, the ref
+/// repointed with the test op, the roll-out CAPI starts named with its strategy and, with
+/// `--wait`, followed to its end; the same without CAPI rolling it: exit 3, how to watch.
+#[rstest]
+#[case::followed(
+    true,
+    true,
+    Done::Rotated,
+    "fleet/md-1: rolled out: every Machine is on"
+)]
+#[case::not_waited_for(false, true, Done::Rotated, "(or rotate with --wait)")]
+#[case::never_ready(
+    true,
+    false,
+    Done::NotYetRolled,
+    "the roll-out had not ended within 5s; it goes on"
+)]
+fn a_machine_deployments_template_reissued_then_rolled_out(
+    #[case] wait: bool,
+    #[case] ready: bool,
+    #[case] done: Done,
+    #[case] last: &str,
+) {
+    let fake = Fake {
+        never_ready: !ready,
+        ..deployment_fleet()
+    };
+    let request = Request {
+        wait,
+        ..reissue("machinedeployment/md-1", DryRun::None)
+    };
+    let (result, out, _) = run(&fake, &request);
+    let new = reissue_name("md-1-t", NOW);
+    assert_eq!(result.unwrap(), done, "{out}");
+    assert_eq!(
+        *fake.writes.borrow(),
+        [
+            format!("create {new} None"),
+            format!("patch md-1 {new} None")
+        ]
+    );
+    assert_eq!(
+        fake.patches.borrow()[0][0],
+        json!({"op": "test", "path": "/spec/template/spec/bootstrap/configRef/name", "value": "md-1-t"})
+    );
+    let created = fake.object(TEMPLATES, &new).unwrap();
+    assert_eq!(
+        created["spec"],
+        fake.object(TEMPLATES, "md-1-t").unwrap()["spec"]
+    );
+    assert!(
+        out.contains(&format!(
+            "MachineDeployment fleet/md-1: CAPI made MachineSet md-1-{} on {new}: it rolls the MachineDeployment out (RollingUpdate, maxSurge 1, maxUnavailable 0), replacing every Machine\n",
+            &new[new.len() - 5..]
+        )),
+        "{out}"
+    );
+    if wait && ready {
+        assert!(
+            out.contains(&format!(
+                "MachineDeployment fleet/md-1: 3/3 Ready on {new}, 0 left on older MachineSets\n"
+            )),
+            "{out}"
+        );
+    }
+    assert!(out.contains(last), "{out}");
+}
+
+/// A bare MachineSet's template reissued: new Machines use it; the older ones are the
+/// person's to delete, said with where drift names them.
+#[test]
+fn a_machine_sets_template_reissued_says_what_is_left_to_do() {
+    let fake = deployment_fleet();
+    let mut set = fake.object(SETS, "md-1-s").unwrap();
+    set["metadata"]["name"] = json!("ms-1");
+    set["metadata"]["labels"] = json!({});
+    fake.put(SETS, set);
+    let (result, out, _) = run(&fake, &reissue("machineset/ms-1", DryRun::None));
+    assert_eq!(result.unwrap(), Done::Rotated, "{out}");
+    let new = reissue_name("md-1-t", NOW);
+    assert!(
+        out.contains(&format!(
+            "MachineSet fleet/ms-1: a MachineSet replaces no Machine on a template change; new Machines use {new}. Delete the older ones one at a time, once each replacement is Ready (capi-rollout-check drift machineset/ms-1 -n fleet names them)\n"
+        )),
+        "{out}"
+    );
 }
