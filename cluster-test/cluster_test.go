@@ -30,6 +30,8 @@ type testCluster struct {
 	ca  *framework.Certificates
 	// drift: the drift steps' stand-in and what they share (drift_test.go).
 	drift driftFixture
+	// md: the MachineDeployment drift steps' stand-in (drift_deployments_test.go).
+	md mdFixture
 	// setContextAware, when set, switches the policy's contextAware as the cluster runs the
 	// policy (the stack: the ClusterAdmissionPolicy's settings patched); without it the
 	// test's own policy server is restarted with it.
@@ -104,6 +106,9 @@ func TestCluster(t *testing.T) {
 		{ID: "driftBringUp", Name: "three pools of 2 on the no-roll infrastructure: capi-rollout-check drift finds each current, exactly", Run: c.driftBringUp},
 		{ID: "driftStale", Name: "drift after an exempt identity's in-place edit and a rotation not rolled out: each pool's verdict, instances, cause and fix, exit 1", Needs: []string{"driftBringUp"}, Run: c.driftStale},
 		{ID: "driftFix", Name: "the fixes drift prints (reissue, roll) replace every stale instance; drift then finds every pool current", Needs: []string{"driftStale"}, Run: c.driftFix},
+		{ID: "driftDeploymentsBringUp", Name: "two MachineDeployments and a bare MachineSet, each Machine with its own KubeadmConfig: drift finds each current, every Machine's config compared", Run: c.driftDeploymentsBringUp},
+		{ID: "driftDeploymentStale", Name: "a MachineDeployment's template edited in place by an exempt identity, then scaled up: drift names exactly the older Machines stale, the changed path, the edit, the fix", Needs: []string{"driftDeploymentsBringUp"}, Run: c.driftDeploymentStale},
+		{ID: "driftDeploymentFixed", Name: "the fix drift printed (rotate --reissue --wait): CAPI rolls the MachineDeployment out, every Machine on the edit; drift finds it current", Needs: []string{"driftDeploymentStale"}, Run: c.driftDeploymentFixed},
 		// Last but one: kube-apiserver restarted under a roll; the other steps need it up.
 		{ID: "rollAPIServerRestarted", Name: "kube-apiserver stopped after roll's first delete, down 5 s, started again: roll retries, goes on, finishes, each Machine deleted once, Lease released", Needs: []string{"noRollInterrupted"}, Run: c.rollAPIServerRestarted},
 		// Stands alone: it reads the audit log of whatever ran before it.

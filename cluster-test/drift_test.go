@@ -69,9 +69,9 @@ func (c *testCluster) driftJSON(t *testing.T, namespace string, code, current, s
 	}
 	s := report.Summary
 	if s.Objects != current+stale+unknown || s.Current != current || s.Stale != stale || s.Unknown != unknown || len(report.Items) != s.Objects {
-		t.Errorf("drift's summary %+v with %d pools listed, want %d current, %d stale, %d unknown", s, len(report.Items), current, stale, unknown)
+		t.Errorf("drift's summary %+v with %d objects listed, want %d current, %d stale, %d unknown", s, len(report.Items), current, stale, unknown)
 	}
-	t.Logf("drift over namespace %s: %s wall time (%d pools)", namespace, r.Took.Round(time.Millisecond), len(report.Items))
+	t.Logf("drift over namespace %s: %s wall time (%d objects)", namespace, r.Took.Round(time.Millisecond), len(report.Items))
 	return report
 }
 
@@ -147,7 +147,7 @@ func (c *testCluster) checkDriftTable(t *testing.T, code int, rows map[string][4
 		t.Errorf("drift (table) exited %d, want %d: %s", r.Code, code, r.Stderr)
 	}
 	lines := strings.Split(strings.TrimRight(r.Stdout, "\n"), "\n")
-	if header := strings.Fields(lines[0]); !slices.Equal(header, []string{"NAMESPACE", "POOL", "CONFIG", "INFRASTRUCTURE", "VERDICT", "STALE", "CONFIDENCE", "CAUSE"}) {
+	if header := strings.Fields(lines[0]); !slices.Equal(header, []string{"NAMESPACE", "OBJECT", "CONFIG", "INFRASTRUCTURE", "VERDICT", "STALE", "CONFIDENCE", "CAUSE"}) {
 		t.Errorf("drift's table header: %q", lines[0])
 	}
 	seen := 0
@@ -156,15 +156,16 @@ func (c *testCluster) checkDriftTable(t *testing.T, code int, rows map[string][4
 		if len(f) != 8 || f[0] != driftNamespace {
 			continue
 		}
-		want, ok := rows[f[1]]
-		if !ok {
-			t.Errorf("drift's table has a row for pool %s: %q", f[1], line)
+		pool, isPool := strings.CutPrefix(f[1], "machinepool/")
+		want, ok := rows[pool]
+		if !ok || !isPool {
+			t.Errorf("drift's table has a row for %s: %q", f[1], line)
 			continue
 		}
 		seen++
-		mp := c.GetIn(t, framework.MachinePoolGVK, driftNamespace, f[1])
+		mp := c.GetIn(t, framework.MachinePoolGVK, driftNamespace, pool)
 		if got := [4]string{f[4], f[5], f[6], f[7]}; got != want || f[2] != "KubeadmConfig/"+bootstrapRef(mp) || f[3] != framework.DockerMachinePoolGVK.Kind {
-			t.Errorf("drift's row for pool %s: %q; want config KubeadmConfig/%s, DockerMachinePool, %v", f[1], line, bootstrapRef(mp), want)
+			t.Errorf("drift's row for pool %s: %q; want config KubeadmConfig/%s, DockerMachinePool, %v", pool, line, bootstrapRef(mp), want)
 		}
 	}
 	if seen != len(rows) || lines[len(lines)-1] != summary {
@@ -247,7 +248,7 @@ spec:
 	}
 	c.checkDriftTable(t, 0, map[string][4]string{
 		"clean": {"current", "0/2", "exact", "-"}, "edited": {"current", "0/2", "exact", "-"}, "rotated": {"current", "0/2", "exact", "-"},
-	}, "3 pools: 3 current, 0 stale, 0 unknown")
+	}, "3 objects (3 MachinePools): 3 current, 0 stale, 0 unknown")
 	c.checkDriftAdmitted(t, since)
 }
 
@@ -328,7 +329,7 @@ func (c *testCluster) driftStale(t *testing.T) {
 
 	c.checkDriftTable(t, 1, map[string][4]string{
 		"clean": {"current", "0/2", "exact", "-"}, "edited": {"stale", "2/2", "exact", "in-place-edit"}, "rotated": {"stale", "2/2", "exact", "rotation-not-rolled"},
-	}, "3 pools: 1 current, 2 stale, 0 unknown")
+	}, "3 objects (3 MachinePools): 1 current, 2 stale, 0 unknown")
 	c.checkDriftAdmitted(t, since)
 }
 
@@ -406,7 +407,7 @@ func (c *testCluster) driftFix(t *testing.T) {
 	}
 	c.checkDriftTable(t, 0, map[string][4]string{
 		"clean": {"current", "0/2", "exact", "-"}, "edited": {"current", "0/2", "exact", "-"}, "rotated": {"current", "0/2", "exact", "-"},
-	}, "3 pools: 3 current, 0 stale, 0 unknown")
+	}, "3 objects (3 MachinePools): 3 current, 0 stale, 0 unknown")
 	c.CheckPersonAdmitted(t, since)
 	c.checkDriftAdmitted(t, since)
 }

@@ -26,6 +26,9 @@ var (
 	DockerMachinePoolGVK = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DockerMachinePool"}
 	DockerMachineGVK     = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1beta2", Kind: "DockerMachine"}
 	MachineGVK           = schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "Machine"}
+	// TestMachineGVK: the infrastructure machine of a MachineDeployment's or MachineSet's
+	// Machine, which CAPI clones from a TestMachineTemplate (testdata/infrastructure.yaml).
+	TestMachineGVK = schema.GroupVersionKind{Group: "infrastructure.cluster-test.rollout-policy.dev", Version: "v1alpha1", Kind: "TestMachine"}
 )
 
 const (
@@ -60,7 +63,11 @@ const (
 //   - a DockerMachine being deleted (CAPI deletes it after draining its Machine's Node) is the
 //     instance's termination: its Node's heartbeat stops, its finalizer is removed, and the
 //     pool, one instance short, launches a new one; more instances than replicas: the Machines
-//     of the newest are deleted, as CAPD scales down.
+//     of the newest are deleted, as CAPD scales down;
+//   - a TestMachine (the infrastructure machine CAPI makes for a MachineDeployment's or
+//     MachineSet's Machine) is booted once its Machine has bootstrap data, as CAPD boots a
+//     DockerMachine: its providerID set, its Node registered and heartbeated, provisioned;
+//     deleted, it is terminated as a DockerMachine is.
 //
 // Its writes are the API server's admin's, logged in infrastructure.log.
 type NoRollInfrastructure struct {
@@ -241,6 +248,75 @@ func (s *NoRollInfrastructure) reconcile(ctx context.Context) error {
 			s.logf("pool %s: %v", pools.Items[i].GetName(), err)
 		}
 	}
+	return s.reconcileMachines(ctx)
+}
+
+// reconcileMachines boots the TestMachines whose Machine has bootstrap data, and terminates
+// the deleted ones.
+func (s *NoRollInfrastructure) reconcileMachines(ctx context.Context) error {
+	infra := &unstructured.UnstructuredList{}
+	infra.SetGroupVersionKind(TestMachineGVK.GroupVersion().WithKind("TestMachineList"))
+	if err := s.client.List(ctx, infra, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	if len(infra.Items) == 0 {
+		return nil
+	}
+	machines := &unstructured.UnstructuredList{}
+	machines.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
+	if err := s.client.List(ctx, machines, client.InNamespace(s.namespace)); err != nil {
+		return err
+	}
+	secretOf := map[string]string{}
+	for _, m := range machines.Items {
+		name, _, _ := unstructured.NestedString(m.Object, "spec", "infrastructureRef", "name")
+		secretOf[name], _, _ = unstructured.NestedString(m.Object, "spec", "bootstrap", "dataSecretName")
+	}
+	for i := range infra.Items {
+		tm := &infra.Items[i]
+		if tm.GetDeletionTimestamp() != nil {
+			if err := s.terminate(ctx, tm); err != nil {
+				s.logf("terminate %s: %v", tm.GetName(), err)
+			}
+			continue
+		}
+		if id, _, _ := unstructured.NestedString(tm.Object, "spec", "providerID"); id != "" || secretOf[tm.GetName()] == "" {
+			continue
+		}
+		if err := s.boot(ctx, tm, secretOf[tm.GetName()]); err != nil {
+			s.logf("boot %s: %v", tm.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// boot starts the instance of a Machine's TestMachine with the Machine's data Secret.
+func (s *NoRollInfrastructure) boot(ctx context.Context, tm *unstructured.Unstructured, secret string) error {
+	s.mu.Lock()
+	s.launched++
+	n := s.launched
+	s.mu.Unlock()
+	name := tm.GetName()
+	ip := fmt.Sprintf("10.1.%d.%d", n/250, n%250+1)
+	if err := s.registerInstanceNode(ctx, name, ip); err != nil {
+		return err
+	}
+	finalizers := append(slices.Clone(tm.GetFinalizers()), instanceFinalizer)
+	if err := s.mergePatch(ctx, tm, false, map[string]any{
+		"metadata": map[string]any{"finalizers": finalizers, "annotations": map[string]any{LaunchedWithAnnotation: secret}},
+		"spec":     map[string]any{"providerID": instanceProviderID(name)},
+	}); err != nil {
+		return err
+	}
+	if err := s.mergePatch(ctx, tm, true, map[string]any{"status": map[string]any{
+		"initialization": map[string]any{"provisioned": true},
+		// CAPI v1.12 reads an infrastructure machine's readiness from status.ready.
+		"ready":     true,
+		"addresses": []any{map[string]any{"type": "InternalIP", "address": ip}, map[string]any{"type": "Hostname", "address": name}},
+	}}); err != nil {
+		return err
+	}
+	s.logf("booted %s (%s) with data secret %s", name, instanceProviderID(name), secret)
 	return nil
 }
 
