@@ -31,6 +31,8 @@ const (
 	mdEdited = "md-edited"
 	mdClean  = "md-clean"
 	msBare   = "ms-bare"
+	// mdExempt: the break-glass identity of these steps, in exemptUsers while it edits.
+	mdExempt = "break-glass-md@example.com"
 	// mdChangedPath: what the edit changes, as the policy's refusal names it.
 	mdChangedPath = "spec.template.spec.files[0].content"
 )
@@ -236,9 +238,9 @@ func (c *testCluster) driftDeploymentsBringUp(t *testing.T) {
 // two older Machines stale, with the changed path, the edit as the cause, and the fix.
 func (c *testCluster) driftDeploymentStale(t *testing.T) {
 	before := c.mdSettled(t, mdEdited, 2, time.Minute)
-	exempt := c.UserWithRole(t, driftExempt, "cluster-admin")
+	exempt := c.UserWithRole(t, mdExempt, "cluster-admin")
 	c.Server.Stop()
-	c.Server.Start(c.Artifacts, map[string]any{"exemptUsers": []any{driftExempt}})
+	c.Server.Start(c.Artifacts, map[string]any{"exemptUsers": []any{mdExempt}})
 	r := exempt.Run(t, "patch", "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io", mdEdited+"-t", "-n", mdNamespace, "--type", "json",
 		"-p", fmt.Sprintf(`[{"op":"replace","path":"/spec/template/spec/files/0/content","value":"%s\n"}]`, driftEdited))
 	c.Server.Stop()
