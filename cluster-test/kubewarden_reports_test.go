@@ -3,6 +3,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -39,13 +40,51 @@ func withoutTimestamps(t *testing.T, report map[string]any) []any {
 	return results
 }
 
-// driftReports: `capi-rollout-check drift -A -o report --apply` as the person: the OpenReports
-// CRD that Kubewarden 1.35's charts install takes every Report it writes; read back, each
-// holds exactly what `-o report` prints, one result per object, whose result is the verdict
-// `-o json` gives it; the audit scanner's Reports are left as they were.
+// driftReportsManifest: capi-rollout-check/deploy/drift-reports.yaml as a person applies it
+// here: its ClusterRole given the list of this fleet's own infrastructure kinds, as its comment
+// asks; its CronJob apart (its image runs nowhere here).
+func driftReportsManifest(t *testing.T) (rbac, cronJob string) {
+	t.Helper()
+	var docs []string
+	for _, doc := range strings.Split(string(framework.ReadFile(t, "../capi-rollout-check/deploy/drift-reports.yaml")), "\n---\n") {
+		if strings.Contains(doc, "\nkind: CronJob\n") {
+			cronJob = doc
+			continue
+		}
+		docs = append(docs, doc)
+	}
+	rbac = strings.Join(docs, "\n---\n")
+	reports := `  - apiGroups: ["openreports.io"]`
+	if !strings.Contains(rbac, reports) || cronJob == "" {
+		t.Fatalf("drift-reports.yaml has no rule for openreports.io or no CronJob:\n%s", rbac)
+	}
+	fleet := `  - apiGroups: ["infrastructure.cluster-test.rollout-policy.dev"]
+    resources: ["testmachinepools", "testmachines"]
+    verbs: ["list"]
+`
+	return strings.Replace(rbac, reports, fleet+reports, 1), cronJob
+}
+
+// driftReports: capi-rollout-check/deploy/drift-reports.yaml applied (its CronJob validated by
+// a server dry run), then `capi-rollout-check drift -A -o report --apply` as its
+// ServiceAccount, as the CronJob runs it: its RBAC is enough, and the OpenReports CRD that
+// Kubewarden 1.35's charts install takes every Report it writes; read back, each holds exactly
+// what `-o report` prints, one result per object, whose result is the verdict `-o json` gives
+// it; the audit scanner's Reports are left as they were.
 func (s *stack) driftReports(t *testing.T) {
+	rbac, cronJob := driftReportsManifest(t)
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("drift-reports-rbac.yaml"), []byte(rbac), 0o644))
+	framework.Must(t, os.WriteFile(s.Artifacts.Path("drift-reports-cronjob.yaml"), []byte(cronJob), 0o644))
+	if r := s.Person.Run(t, "apply", "-f", "drift-reports-rbac.yaml"); r.Err != nil {
+		t.Fatalf("kubectl apply -f drift-reports-rbac.yaml: %v\n%s", r.Err, r.Stderr)
+	}
+	if r := s.Person.Run(t, "apply", "--dry-run=server", "-f", "drift-reports-cronjob.yaml"); r.Err != nil {
+		t.Errorf("kubectl apply --dry-run=server -f drift-reports-cronjob.yaml: %v\n%s", r.Err, r.Stderr)
+	}
+	sa := s.ServiceAccountKubectl(t, framework.KubewardenNamespace, "capi-rollout-check-drift")
+
 	before := s.reports(t)
-	run := framework.RunRolloutCheck(t, s.Artifacts.Dir, s.Person, "drift", "-A", "-o", "report", "--apply")
+	run := framework.RunRolloutCheck(t, s.Artifacts.Dir, sa, "drift", "-A", "-o", "report", "--apply")
 	if run.Code != 0 || !strings.Contains(run.Stdout, " applied (") {
 		t.Fatalf("drift -A -o report --apply exited %d:\n%s%s", run.Code, run.Stdout, run.Stderr)
 	}

@@ -22,6 +22,13 @@ func (m *ManagementCluster) UserWithRole(t *testing.T, name, role string) Kubect
 	return Kubectl{Bin: m.Person.Bin, Kubeconfig: kubeconfig, Dir: m.Artifacts.Dir}
 }
 
+// ServiceAccountKubectl is kubectl as the ServiceAccount namespace/name, with a token from the
+// TokenRequest API, as a Pod of it runs.
+func (m *ManagementCluster) ServiceAccountKubectl(t *testing.T, namespace, name string) Kubectl {
+	t.Helper()
+	return Kubectl{Bin: m.Person.Bin, Kubeconfig: m.CP.serviceAccountKubeconfig(t, m.Artifacts, namespace, name), Dir: m.Artifacts.Dir}
+}
+
 // RolloutCheckRun is one run of capi-rollout-check: its output, exit code and wall time.
 type RolloutCheckRun struct {
 	Stdout, Stderr string
