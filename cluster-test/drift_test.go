@@ -455,11 +455,19 @@ func (c *testCluster) driftClassChange(t *testing.T) {
 // driftClassReplaced: after the fix drift names for a ClusterClass pool, a new MachinePool
 // topology from the class as it is now and the old one removed (topologyPoolReplacement, as
 // docs/clusterclass.md says), drift finds the Cluster's pool current: no edit and no rotation
-// since the topology controller made it.
+// since the topology controller made it; its MachineDeployment, whose template the topology
+// controller rotates itself, current as well.
 func (c *testCluster) driftClassReplaced(t *testing.T) {
 	ns := framework.TopologyNamespace
 	o := c.topologyObjects(t)
-	report := c.driftJSON(t, ns, 0, 1, 0, 0)
+	report := c.driftJSON(t, ns, 0, 2, 0, 0)
+	// The Cluster's MachineDeployment topology: current too, exactly, the class's.
+	md := report.Object("MachineDeployment", ns, o.deployment.GetName())
+	if md == nil || md.Verdict != "current" || md.Confidence.Level != "exact" || md.ClusterClass == nil ||
+		md.ClusterClass.Cluster != framework.TopologyCluster || framework.Str(md.ClusterClass.TopologyName) != o.deployment.GetLabels()[framework.TopologyDeploymentLabel] {
+		t.Errorf("drift: the topology MachineDeployment %s: %+v; want current (exact), Cluster %s's topology %s",
+			o.deployment.GetName(), md, framework.TopologyCluster, o.deployment.GetLabels()[framework.TopologyDeploymentLabel])
+	}
 	p := driftPool(t, report, ns, o.pool.GetName())
 	if p.Verdict != "current" || p.Confidence.Level != "exact" || len(p.Causes) != 0 || len(p.Fix) != 0 || p.ClusterClass == nil ||
 		framework.Str(p.ClusterClass.TopologyName) != o.pool.GetLabels()[framework.TopologyPoolLabel] {
@@ -547,7 +555,7 @@ func driftRenderOnce(t *testing.T, m *framework.ManagementCluster, bp bootstrapP
 	}
 	checkReissueFix(t, p, " --kubeconfig "+m.Person.Kubeconfig)
 	table := framework.RunRolloutCheck(t, m.Artifacts.Dir, m.Person, "drift", "machinepool/"+pool, "-n", ns)
-	row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +%s +%s/%s +DockerMachinePool +stale +all %d\+new +exact +in-place-edit *$`, ns, pool, bp.config.Kind, config, driftReplicas))
+	row := regexp.MustCompile(fmt.Sprintf(`(?m)^%s +machinepool/%s +%s/%s +DockerMachinePool +stale +all %d\+new +exact +in-place-edit *$`, ns, pool, bp.config.Kind, config, driftReplicas))
 	if table.Code != 1 || !row.MatchString(table.Stdout) {
 		t.Errorf("drift's table (exit %d) has no row %s:\n%s", table.Code, row, table.Stdout)
 	}
