@@ -1,7 +1,7 @@
-//! The cluster `rotate` and `roll` talk to, through kubectl: its kubeconfig, context and
-//! namespace flags as the person uses them, and every write an API request the policy judges.
-//! The flows see the cluster through [`Cluster`], so that their error cases are tested without
-//! one (`fake.rs`).
+//! The cluster `rotate`, `roll` and `drift` talk to, through kubectl: its kubeconfig, context
+//! and namespace flags as the person uses them, and every write an API request the policy
+//! judges. The commands see the cluster through [`Cluster`], so that their error cases are
+//! tested without one (`fake.rs`).
 
 use std::fmt;
 use std::io::Write;
@@ -19,6 +19,15 @@ pub fn resource_of(kind: &str, group: &str, version: Option<&str>) -> String {
         Some(v) => format!("{plural}.{v}.{group}"),
         None => format!("{plural}.{group}"),
     }
+}
+
+/// Which namespaces a list reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// `-n NS`, or None: the context's namespace.
+    Namespace(Option<String>),
+    /// `--all-namespaces`.
+    All,
 }
 
 /// kubectl's `--dry-run`.
@@ -101,6 +110,15 @@ const TRANSIENT: [&str; 19] = [
 ];
 
 impl ClusterError {
+    /// kubectl's own words.
+    pub fn message(&self) -> &str {
+        match self {
+            ClusterError::Forbidden { message, .. } | ClusterError::Failed { message, .. } => {
+                message
+            }
+        }
+    }
+
     pub fn fault(&self) -> Fault {
         let ClusterError::Failed { message, .. } = self else {
             return Fault::Permanent;
@@ -131,13 +149,34 @@ pub trait Cluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ClusterError>;
+    /// The objects of `resource` in `scope`, with the label selector when given;
+    /// `managed_fields`: with their `metadata.managedFields` (kubectl drops it unless
+    /// `--show-managed-fields`).
+    fn list_in(
+        &self,
+        resource: &str,
+        scope: &Scope,
+        selector: Option<&str>,
+        managed_fields: bool,
+    ) -> Result<Vec<Value>, ClusterError>;
     /// The objects of `resource` in `namespace` with the label selector.
     fn list(
         &self,
         resource: &str,
         namespace: &str,
         selector: &str,
-    ) -> Result<Vec<Value>, ClusterError>;
+    ) -> Result<Vec<Value>, ClusterError> {
+        let scope = Scope::Namespace(Some(namespace.to_string()));
+        self.list_in(
+            resource,
+            &scope,
+            Some(selector).filter(|s| !s.is_empty()),
+            false,
+        )
+    }
+    /// Server-side apply of `text` (YAML documents), as `field_manager`, taking the fields it
+    /// applied from another manager.
+    fn apply(&self, text: &str, field_manager: &str) -> Result<Written, ClusterError>;
     /// `kubectl auth can-i VERB RESOURCE -n NAMESPACE`.
     fn can_i(&self, verb: &str, resource: &str, namespace: &str) -> Result<bool, ClusterError>;
     fn create(&self, object: &Value, dry_run: DryRun) -> Result<Written, ClusterError>;
@@ -226,7 +265,7 @@ impl Kubectl {
         if output.status.success() {
             return Ok((stdout, stderr));
         }
-        let message = capi_rollout_check::kubectl_words::explained(&stderr);
+        let message = crate::kubectl_words::explained(&stderr);
         if message.contains("(Forbidden)") && message.contains(" cannot ") {
             let (verb, resource, namespace) = what;
             return Err(ClusterError::Forbidden {
@@ -289,15 +328,32 @@ impl Cluster for Kubectl {
         parse(&stdout, &args.join(" ")).map(Some)
     }
 
-    fn list(
+    fn list_in(
         &self,
         resource: &str,
-        namespace: &str,
-        selector: &str,
+        scope: &Scope,
+        selector: Option<&str>,
+        managed_fields: bool,
     ) -> Result<Vec<Value>, ClusterError> {
-        let args = [
-            "get", resource, "-n", namespace, "-l", selector, "-o", "json",
-        ];
+        let mut args = vec!["get", resource];
+        let namespace = match scope {
+            Scope::All => {
+                args.push("--all-namespaces");
+                "(all)"
+            }
+            Scope::Namespace(Some(ns)) => {
+                args.extend(["-n", ns.as_str()]);
+                ns.as_str()
+            }
+            Scope::Namespace(None) => "(the context's)",
+        };
+        if let Some(selector) = selector {
+            args.extend(["-l", selector]);
+        }
+        if managed_fields {
+            args.push("--show-managed-fields");
+        }
+        args.extend(["-o", "json"]);
         let (stdout, _) = self.run(&args, None, ("list", resource, namespace))?;
         let list = parse(&stdout, &args.join(" "))?;
         Ok(list
@@ -305,6 +361,25 @@ impl Cluster for Kubectl {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default())
+    }
+
+    fn apply(&self, text: &str, field_manager: &str) -> Result<Written, ClusterError> {
+        let manager = format!("--field-manager={field_manager}");
+        let (_, stderr) = self.run(
+            &[
+                "apply",
+                "--server-side",
+                &manager,
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            Some(text),
+            ("apply", "the objects", "theirs"),
+        )?;
+        Ok(Written {
+            warnings: warnings(&stderr),
+        })
     }
 
     fn can_i(&self, verb: &str, resource: &str, namespace: &str) -> Result<bool, ClusterError> {
@@ -328,9 +403,7 @@ impl Cluster for Kubectl {
             Some("no") => Ok(false),
             _ => Err(ClusterError::Failed {
                 command: shown,
-                message: capi_rollout_check::kubectl_words::explained(&String::from_utf8_lossy(
-                    &output.stderr,
-                )),
+                message: crate::kubectl_words::explained(&String::from_utf8_lossy(&output.stderr)),
             }),
         }
     }

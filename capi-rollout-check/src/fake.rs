@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::cluster::{Cluster, ClusterError, DryRun, Written};
+use crate::cluster::{Cluster, ClusterError, DryRun, Scope, Written};
 
 pub const LEASES: &str = "leases.coordination.k8s.io";
 /// The fake's time at start: 2026-12-06T03:10:00Z, in microseconds.
@@ -57,6 +57,23 @@ pub struct Fake {
     /// Successive versions of an object (by resource): each get moves to the next; the last
     /// one stays.
     pub versions: RefCell<BTreeMap<String, Vec<Value>>>,
+    /// Every list it was asked for: `RESOURCE SCOPE SELECTOR MANAGED_FIELDS`.
+    pub lists: RefCell<Vec<String>>,
+    /// Resources whose every list is refused, with kubectl's words.
+    pub refused: Vec<(&'static str, &'static str)>,
+    /// The texts it was asked to apply.
+    pub applied: RefCell<Vec<String>>,
+}
+
+/// Whether `object` has the labels of a kubectl selector: `key` or `key=value`, comma-separated.
+fn selected(object: &Value, selector: Option<&str>) -> bool {
+    selector.into_iter().flat_map(|s| s.split(',')).all(|term| {
+        let labels = &object["metadata"]["labels"];
+        match term.split_once('=') {
+            Some((key, value)) => labels[key].as_str() == Some(value),
+            None => labels.get(term).is_some(),
+        }
+    })
 }
 
 /// `kubeadmconfigs.v1beta2.bootstrap.cluster.x-k8s.io` -> `kubeadmconfigs.bootstrap.cluster.x-k8s.io`.
@@ -114,7 +131,7 @@ impl Fake {
             unversioned(resource),
             object["metadata"]["namespace"]
                 .as_str()
-                .unwrap()
+                .unwrap_or("")
                 .to_string(),
             object["metadata"]["name"].as_str().unwrap().to_string(),
         );
@@ -375,13 +392,23 @@ impl Cluster for Fake {
             .cloned())
     }
 
-    fn list(
+    fn list_in(
         &self,
         resource: &str,
-        _namespace: &str,
-        _selector: &str,
+        scope: &Scope,
+        selector: Option<&str>,
+        managed_fields: bool,
     ) -> Result<Vec<Value>, ClusterError> {
+        self.lists.borrow_mut().push(format!(
+            "{resource} {scope:?} {selector:?} {managed_fields}"
+        ));
         self.fails("list")?;
+        if let Some((_, message)) = self.refused.iter().find(|(r, _)| *r == resource) {
+            return Err(ClusterError::Failed {
+                command: format!("get {resource}"),
+                message: message.to_string(),
+            });
+        }
         if resource == MACHINES {
             let look = self.looks.get() + 1;
             self.looks.set(look);
@@ -396,13 +423,25 @@ impl Cluster for Fake {
             }
             self.provider_acts();
         }
+        let in_scope = |ns: &str| match scope {
+            Scope::Namespace(Some(n)) => resource == "namespaces" || ns == n,
+            _ => true,
+        };
         Ok(self
             .objects
             .borrow()
             .iter()
-            .filter(|(k, _)| k.0 == resource)
+            .filter(|(k, v)| k.0 == resource && in_scope(&k.1) && selected(v, selector))
             .map(|(_, v)| v.clone())
             .collect())
+    }
+
+    fn apply(&self, text: &str, field_manager: &str) -> Result<Written, ClusterError> {
+        self.fails("apply")?;
+        self.applied
+            .borrow_mut()
+            .push(format!("{field_manager}: {text}"));
+        Ok(Written::default())
     }
 
     fn can_i(&self, verb: &str, resource: &str, _namespace: &str) -> Result<bool, ClusterError> {

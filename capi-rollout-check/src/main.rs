@@ -10,9 +10,9 @@
 //! finds the pools whose instances run older bootstrap data (the library's drift/).
 
 mod check;
-mod cluster;
+use capi_rollout_check::cluster;
 #[cfg(test)]
-mod fake;
+use capi_rollout_check::fake;
 mod interrupt;
 mod lookups;
 mod manifests;
@@ -464,7 +464,7 @@ fn run_rotate(args: &RotateArgs) -> ExitCode {
 
 fn run_drift(args: &DriftArgs) -> ExitCode {
     use capi_rollout_check::drift::{self, kube, render};
-    let kubectl = kube::Kubectl {
+    let kubectl = cluster::Kubectl {
         program: args
             .kubectl
             .clone()
@@ -472,6 +472,7 @@ fn run_drift(args: &DriftArgs) -> ExitCode {
             .unwrap_or_else(|| "kubectl".into()),
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
+        detached: false,
     };
     let mut cluster_flags = String::new();
     if let Some(k) = &args.kubeconfig {

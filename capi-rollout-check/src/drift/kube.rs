@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::process::{Command, Stdio};
 
 use capi_bootstrap_rollout_policy::capi::config_ref::RefIdentity;
 use serde_json::Value;
@@ -14,136 +13,44 @@ use serde_json::Value;
 use super::analysis::{self, Inputs, Report, WorkerKind, CLUSTER_NAME_LABEL, POOL_NAME_LABEL};
 use super::records;
 use super::reports;
-
-/// Which namespaces.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// `-n NS`, or None: the context's namespace.
-    Namespace(Option<String>),
-    /// `-A`.
-    All,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub struct ListError {
-    pub resource: String,
-    pub message: String,
-}
-
-impl fmt::Display for ListError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "listing {}: {}", self.resource, self.message)
-    }
-}
-
-/// A cluster that lists. `managed_fields`: keep `metadata.managedFields` (kubectl drops it
-/// unless `--show-managed-fields`).
-pub trait Lister {
-    fn list(
-        &self,
-        resource: &str,
-        scope: &Scope,
-        selector: Option<&str>,
-        managed_fields: bool,
-    ) -> Result<Vec<Value>, ListError>;
-}
-
-/// kubectl with the person's flags.
-pub struct Kubectl {
-    pub program: String,
-    pub kubeconfig: Option<String>,
-    pub context: Option<String>,
-}
-
-impl Kubectl {
-    /// The list command's arguments (without the program).
-    pub fn args(
-        &self,
-        resource: &str,
-        scope: &Scope,
-        selector: Option<&str>,
-        managed_fields: bool,
-    ) -> Vec<String> {
-        let mut args = Vec::new();
-        if let Some(k) = &self.kubeconfig {
-            args.extend(["--kubeconfig".to_string(), k.clone()]);
-        }
-        if let Some(c) = &self.context {
-            args.extend(["--context".to_string(), c.clone()]);
-        }
-        args.extend(["get".to_string(), resource.to_string()]);
-        match scope {
-            Scope::All => args.push("--all-namespaces".into()),
-            Scope::Namespace(Some(ns)) => args.extend(["-n".to_string(), ns.clone()]),
-            Scope::Namespace(None) => {}
-        }
-        if let Some(selector) = selector {
-            args.extend(["-l".to_string(), selector.to_string()]);
-        }
-        if managed_fields {
-            args.push("--show-managed-fields".into());
-        }
-        args.extend(["-o".to_string(), "json".to_string()]);
-        args
-    }
-}
-
-impl Lister for Kubectl {
-    fn list(
-        &self,
-        resource: &str,
-        scope: &Scope,
-        selector: Option<&str>,
-        managed_fields: bool,
-    ) -> Result<Vec<Value>, ListError> {
-        let fail = |message: String| ListError {
-            resource: resource.to_string(),
-            message,
-        };
-        let output = Command::new(&self.program)
-            .args(self.args(resource, scope, selector, managed_fields))
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| {
-                fail(format!(
-                    "cannot run {}: {e} (set --kubectl or KUBECTL)",
-                    self.program
-                ))
-            })?;
-        if !output.status.success() {
-            return Err(fail(crate::kubectl_words::explained(
-                &String::from_utf8_lossy(&output.stderr),
-            )));
-        }
-        let list: Value = serde_json::from_slice(&output.stdout)
-            .map_err(|e| fail(format!("unreadable output: {e}")))?;
-        Ok(list
-            .get("items")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default())
-    }
-}
+pub use crate::cluster::Scope;
+use crate::cluster::{Cluster, ClusterError};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum DriftError {
-    List(ListError),
+    /// A list (or `--apply`'s write) kubectl failed: the resource, and kubectl's error.
+    Cluster {
+        resource: String,
+        error: ClusterError,
+    },
     Input(String),
 }
 
 impl fmt::Display for DriftError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DriftError::List(e) => e.fmt(f),
+            DriftError::Cluster { resource, error } => {
+                write!(f, "listing {resource}: {}", error.message())
+            }
             DriftError::Input(m) => f.write_str(m),
         }
     }
 }
 
-impl From<ListError> for DriftError {
-    fn from(e: ListError) -> Self {
-        DriftError::List(e)
-    }
+/// One list, its failure named by the resource.
+fn list(
+    cluster: &dyn Cluster,
+    resource: &str,
+    scope: &Scope,
+    selector: Option<&str>,
+    managed_fields: bool,
+) -> Result<Vec<Value>, DriftError> {
+    cluster
+        .list_in(resource, scope, selector, managed_fields)
+        .map_err(|error| DriftError::Cluster {
+            resource: resource.to_string(),
+            error,
+        })
 }
 
 /// `machinepool/NAME`, `machinedeployment/NAME`, `machineset/NAME` (kubectl's plurals and
@@ -245,7 +152,7 @@ fn named<'a>(request: &Request<'a>) -> Result<Named<'a>, DriftError> {
 
 /// The objects of `kind` in scope: the named ones, each required to exist.
 fn listed(
-    lister: &dyn Lister,
+    cluster: &dyn Cluster,
     request: &Request,
     named: &Named,
     kind: WorkerKind,
@@ -253,7 +160,7 @@ fn listed(
     if !named.wants(kind) {
         return Ok(Vec::new());
     }
-    let mut objects = lister.list(kind.resource(), &request.scope, None, false)?;
+    let mut objects = list(cluster, kind.resource(), &request.scope, None, false)?;
     let names = named.names(kind);
     if !names.is_empty() {
         objects.retain(|o| names.contains(name_of(o)));
@@ -280,7 +187,7 @@ fn listed(
 /// MachineDeployment owns where MachineSets are asked for. A named MachineSet that a
 /// MachineDeployment owns is answered by its MachineDeployment.
 fn listed_sets(
-    lister: &dyn Lister,
+    cluster: &dyn Cluster,
     request: &Request,
     named: &Named,
     deployments: &[Value],
@@ -288,7 +195,8 @@ fn listed_sets(
     if !named.wants(WorkerKind::MachineDeployment) && !named.wants(WorkerKind::MachineSet) {
         return Ok(Vec::new());
     }
-    let mut sets = lister.list(
+    let mut sets = list(
+        cluster,
         WorkerKind::MachineSet.resource(),
         &request.scope,
         None,
@@ -338,10 +246,10 @@ fn namespace_of(object: &Value) -> &str {
 /// A namespace named with `-n` that does not exist is a mistake to name, not a namespace with
 /// no pools. One list of namespaces by the label the API server gives each its name; one the
 /// person may not list namespaces to check is taken as it was named.
-fn namespace_exists(lister: &dyn Lister, ns: &str) -> Result<(), DriftError> {
+fn namespace_exists(cluster: &dyn Cluster, ns: &str) -> Result<(), DriftError> {
     let selector = format!("kubernetes.io/metadata.name={ns}");
     let scope = Scope::Namespace(None);
-    let Ok(found) = lister.list("namespaces", &scope, Some(&selector), false) else {
+    let Ok(found) = cluster.list_in("namespaces", &scope, Some(&selector), false) else {
         return Ok(());
     };
     if found.is_empty() {
@@ -352,19 +260,19 @@ fn namespace_exists(lister: &dyn Lister, ns: &str) -> Result<(), DriftError> {
     Ok(())
 }
 
-pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftError> {
+pub fn drift(cluster: &dyn Cluster, request: &Request) -> Result<Report, DriftError> {
     let scope = &request.scope;
     let named = named(request)?;
-    let pools = listed(lister, request, &named, WorkerKind::MachinePool)?;
-    let deployments = listed(lister, request, &named, WorkerKind::MachineDeployment)?;
-    let machine_sets = listed_sets(lister, request, &named, &deployments)?;
+    let pools = listed(cluster, request, &named, WorkerKind::MachinePool)?;
+    let deployments = listed(cluster, request, &named, WorkerKind::MachineDeployment)?;
+    let machine_sets = listed_sets(cluster, request, &named, &deployments)?;
     let mut report = Report {
         now: request.now,
         pools: Vec::new(),
     };
     if pools.is_empty() && deployments.is_empty() && machine_sets.is_empty() {
         if let Scope::Namespace(Some(ns)) = scope {
-            namespace_exists(lister, ns)?;
+            namespace_exists(cluster, ns)?;
         }
         return Ok(report);
     }
@@ -374,7 +282,7 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         Vec::new()
     } else {
         let selector = (!sets_in_scope).then_some(POOL_NAME_LABEL);
-        lister.list("machines.cluster.x-k8s.io", scope, selector, false)?
+        list(cluster, "machines.cluster.x-k8s.io", scope, selector, false)?
     };
     let set_machines: Vec<Value> = if sets_in_scope {
         machines
@@ -389,19 +297,31 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
     config_kinds.extend(refs(&set_machines, "/spec/bootstrap/configRef"));
     let mut configs = Vec::new();
     for (group, kind) in config_kinds {
-        configs.extend(lister.list(&analysis::resource(&kind, &group), scope, None, true)?);
+        configs.extend(list(
+            cluster,
+            &analysis::resource(&kind, &group),
+            scope,
+            None,
+            true,
+        )?);
     }
     let mut templates = Vec::new();
     for (group, kind) in refs(
         deployments.iter().chain(&machine_sets),
         "/spec/template/spec/bootstrap/configRef",
     ) {
-        templates.extend(lister.list(&analysis::resource(&kind, &group), scope, None, true)?);
+        templates.extend(list(
+            cluster,
+            &analysis::resource(&kind, &group),
+            scope,
+            None,
+            true,
+        )?);
     }
     let secrets = if pools.is_empty() {
         Vec::new()
     } else {
-        lister.list("secrets", scope, Some(CLUSTER_NAME_LABEL), true)?
+        list(cluster, "secrets", scope, Some(CLUSTER_NAME_LABEL), true)?
     };
     let with_machines: BTreeSet<&str> = machines
         .iter()
@@ -417,7 +337,13 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
         if group.is_empty() {
             continue;
         }
-        infra_pools.extend(lister.list(&analysis::resource(&kind, &group), scope, None, false)?);
+        infra_pools.extend(list(
+            cluster,
+            &analysis::resource(&kind, &group),
+            scope,
+            None,
+            false,
+        )?);
         let needs_instances = pools.iter().any(|p| {
             p.pointer("/spec/template/spec/infrastructureRef/kind")
                 .and_then(Value::as_str)
@@ -431,7 +357,8 @@ pub fn drift(lister: &dyn Lister, request: &Request) -> Result<Report, DriftErro
             records::infra(&group, &kind, None).and_then(|i| i.instance_kind)
         {
             if needs_instances {
-                infra_instances.extend(lister.list(
+                infra_instances.extend(list(
+                    cluster,
                     &analysis::resource(instance_kind, &group),
                     scope,
                     None,
@@ -467,85 +394,6 @@ fn owned_by_set(machine: &Value) -> bool {
         })
 }
 
-/// A cluster that takes the Reports `--apply` writes.
-pub trait Writer {
-    /// Server-side apply of `text` (YAML documents), field manager `capi-rollout-check`.
-    fn apply(&self, text: &str) -> Result<(), ListError>;
-    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError>;
-}
-
-impl Kubectl {
-    fn run(&self, args: &[&str], stdin: Option<&str>, resource: &str) -> Result<(), ListError> {
-        use std::io::Write as _;
-        let fail = |message: String| ListError {
-            resource: resource.to_string(),
-            message,
-        };
-        let mut all: Vec<String> = Vec::new();
-        if let Some(k) = &self.kubeconfig {
-            all.extend(["--kubeconfig".to_string(), k.clone()]);
-        }
-        if let Some(c) = &self.context {
-            all.extend(["--context".to_string(), c.clone()]);
-        }
-        all.extend(args.iter().map(|a| a.to_string()));
-        let mut child = Command::new(&self.program)
-            .args(&all)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                fail(format!(
-                    "cannot run {}: {e} (set --kubectl or KUBECTL)",
-                    self.program
-                ))
-            })?;
-        if let Some(mut pipe) = child.stdin.take() {
-            let _ = pipe.write_all(stdin.unwrap_or("").as_bytes());
-        }
-        let output = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
-        if !output.status.success() {
-            return Err(fail(crate::kubectl_words::explained(
-                &String::from_utf8_lossy(&output.stderr),
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Writer for Kubectl {
-    fn apply(&self, text: &str) -> Result<(), ListError> {
-        self.run(
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager=capi-rollout-check",
-                "--force-conflicts",
-                "-f",
-                "-",
-            ],
-            Some(text),
-            reports::RESOURCE,
-        )
-    }
-
-    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError> {
-        self.run(
-            &[
-                "delete",
-                resource,
-                name,
-                "-n",
-                namespace,
-                "--ignore-not-found",
-            ],
-            None,
-            resource,
-        )
-    }
-}
-
 /// The namespaces whose Reports `request` writes: every namespace with an object, and the one
 /// `-n` names even without one (its older Report is emptied).
 pub fn report_namespaces(request: &Request, report: &Report) -> Vec<String> {
@@ -560,7 +408,7 @@ pub fn report_namespaces(request: &Request, report: &Report) -> Vec<String> {
 /// `--apply`: the Reports written (server-side apply), and the Reports drift wrote before in
 /// namespaces of the scope that now have none deleted. Returns a line per write.
 pub fn apply_reports(
-    cluster: &(impl Lister + Writer),
+    cluster: &dyn Cluster,
     request: &Request,
     report: &Report,
 ) -> Result<Vec<String>, DriftError> {
@@ -569,29 +417,33 @@ pub fn apply_reports(
             "--apply writes each namespace's whole Report: name no objects".into(),
         ));
     }
-    let not_installed = |e: ListError| {
-        if e.message
+    let not_installed = |error: ClusterError| {
+        if error
+            .message()
             .contains("the server doesn't have a resource type")
-            || e.message.contains("no matches for kind")
+            || error.message().contains("no matches for kind")
         {
             DriftError::Input(format!(
                 "the OpenReports CRD ({}) is not installed: Kubewarden's kubewarden-crds chart installs it (installOpenReportsCRDs: true), or apply it from openreports.io",
                 reports::RESOURCE
             ))
         } else {
-            DriftError::List(e)
+            DriftError::Cluster {
+                resource: reports::RESOURCE.to_string(),
+                error,
+            }
         }
     };
     let selector = format!("{}={}", reports::MANAGED_BY.0, reports::MANAGED_BY.1);
     let before = cluster
-        .list(reports::RESOURCE, &request.scope, Some(&selector), false)
+        .list_in(reports::RESOURCE, &request.scope, Some(&selector), false)
         .map_err(not_installed)?;
     let namespaces = report_namespaces(request, report);
     let written = reports::reports(report, &namespaces);
     let mut lines = Vec::new();
     if !written.is_empty() {
         cluster
-            .apply(&reports::yaml(&written))
+            .apply(&reports::yaml(&written), reports::SOURCE)
             .map_err(not_installed)?;
         for r in &written {
             lines.push(format!(
@@ -610,7 +462,12 @@ pub fn apply_reports(
     for old in &before {
         let (ns, name) = (namespace_of(old), name_of(old));
         if name == reports::NAME && !namespaces.iter().any(|n| n == ns) {
-            cluster.delete(reports::RESOURCE, ns, name)?;
+            cluster
+                .delete(reports::RESOURCE, ns, name)
+                .map_err(|error| DriftError::Cluster {
+                    resource: reports::RESOURCE.to_string(),
+                    error,
+                })?;
             lines.push(format!(
                 "{} {ns}/{name} deleted (no MachinePool, MachineDeployment or MachineSet left there)",
                 reports::RESOURCE

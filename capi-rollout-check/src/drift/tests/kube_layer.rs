@@ -1,95 +1,49 @@
-//! The kubectl layer against an in-memory lister and a fake kubectl.
+//! The kubectl layer against the shared fake cluster (`crate::fake`) and a fake kubectl.
 
 use super::*;
+use crate::cluster::{Cluster, Kubectl};
 use crate::drift::analysis::WorkerKind;
+use crate::fake::Fake;
 
 // ---- the kubectl layer -------------------------------------------------------------------
 
-/// Lists from a World; records every call.
-struct FakeLister {
-    world: World,
-    calls: RefCell<Vec<String>>,
-}
-
-impl kube::Writer for FakeLister {
-    fn apply(&self, text: &str) -> Result<(), ListError> {
-        self.calls.borrow_mut().push(format!("apply {text}"));
-        Ok(())
-    }
-
-    fn delete(&self, resource: &str, namespace: &str, name: &str) -> Result<(), ListError> {
-        self.calls
-            .borrow_mut()
-            .push(format!("delete {resource} {namespace}/{name}"));
-        Ok(())
+/// kubectl's resource of a listed object: `kubeadmconfigs.bootstrap.cluster.x-k8s.io`,
+/// `secrets`.
+fn resource_of(object: &Value) -> String {
+    let plural = format!("{}s", object["kind"].as_str().unwrap().to_lowercase());
+    match object["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((group, _)) => format!("{plural}.{group}"),
+        None => plural,
     }
 }
 
-impl Lister for FakeLister {
-    fn list(
-        &self,
-        resource: &str,
-        scope: &Scope,
-        selector: Option<&str>,
-        managed: bool,
-    ) -> Result<Vec<Value>, ListError> {
-        self.calls
-            .borrow_mut()
-            .push(format!("{resource} {scope:?} {selector:?} {managed}"));
-        let w = &self.world;
-        let items = match resource {
-            "machinepools.cluster.x-k8s.io" => w.pools.clone(),
-            "machinedeployments.cluster.x-k8s.io" => w.deployments.clone(),
-            "machinesets.cluster.x-k8s.io" => w.machine_sets.clone(),
-            "secrets" => w.secrets.clone(),
-            "machines.cluster.x-k8s.io" => w
-                .machines
-                .iter()
-                .chain(&w.set_machines)
-                .filter(|m| selector.is_none_or(|l| m["metadata"]["labels"].get(l).is_some()))
-                .cloned()
-                .collect(),
-            // One namespace exists: fleet.
-            "namespaces" if selector == Some("kubernetes.io/metadata.name=fleet") => {
-                vec![json!({"metadata": {"name": "fleet"}})]
-            }
-            "namespaces" if selector == Some("kubernetes.io/metadata.name=forbidden") => {
-                return Err(ListError {
-                    resource: resource.into(),
-                    message: "Error from server (Forbidden): namespaces is forbidden".into(),
-                })
-            }
-            "namespaces" => vec![],
-            "reports.openreports.io" => w.reports.clone(),
-            r if r.ends_with(".bootstrap.cluster.x-k8s.io") => w
-                .configs
-                .iter()
-                .chain(&w.templates)
-                .filter(|c| {
-                    format!("{}s", c["kind"].as_str().unwrap().to_lowercase())
-                        == r.split('.').next().unwrap()
-                })
-                .cloned()
-                .collect(),
-            r if r.ends_with(".infrastructure.cluster.x-k8s.io") => w
-                .infra_pools
-                .iter()
-                .chain(&w.infra_instances)
-                .filter(|c| {
-                    format!("{}s", c["kind"].as_str().unwrap().to_lowercase())
-                        == r.split('.').next().unwrap()
-                })
-                .cloned()
-                .collect(),
-            _ => {
-                return Err(ListError {
-                    resource: resource.into(),
-                    message: "the server doesn't have a resource type".into(),
-                })
-            }
-        };
-        Ok(items)
+/// The shared fake cluster holding a World's objects and namespace `fleet`; it records every
+/// list (`fake.lists`).
+fn fake_of(world: &World) -> Fake {
+    let fake = Fake::default();
+    let w = world;
+    for object in w
+        .pools
+        .iter()
+        .chain(&w.configs)
+        .chain(&w.secrets)
+        .chain(&w.machines)
+        .chain(&w.infra_pools)
+        .chain(&w.infra_instances)
+        .chain(&w.deployments)
+        .chain(&w.machine_sets)
+        .chain(&w.templates)
+        .chain(&w.set_machines)
+        .chain(&w.reports)
+    {
+        fake.put(&resource_of(object), object.clone());
     }
+    fake.put(
+        "namespaces",
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "fleet", "labels": {"kubernetes.io/metadata.name": "fleet"}}}),
+    );
+    fake
 }
 
 fn fleet_of(count: usize) -> World {
@@ -132,10 +86,7 @@ fn request(scope: Scope, objects: &[String]) -> kube::Request<'_> {
 
 #[test]
 fn one_list_per_kind_however_many_pools() {
-    let lister = FakeLister {
-        world: fleet_of(40),
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&fleet_of(40));
     let report = kube::drift(
         &lister,
         &request(Scope::Namespace(Some("fleet".into())), &[]),
@@ -144,7 +95,7 @@ fn one_list_per_kind_however_many_pools() {
     assert_eq!(report.pools.len(), 40);
     let ns = "Namespace(Some(\"fleet\"))";
     assert_eq!(
-        *lister.calls.borrow(),
+        *lister.lists.borrow(),
         [
             format!("machinepools.cluster.x-k8s.io {ns} None false"),
             format!("machinedeployments.cluster.x-k8s.io {ns} None false"),
@@ -169,10 +120,7 @@ fn one_list_per_kind_however_many_pools() {
 #[case::not_a_worker_kind(Scope::Namespace(None), &["deployment/md-0"], "\"deployment/md-0\": name it as machinepool/NAME, machinedeployment/NAME or machineset/NAME")]
 #[case::names_with_all_namespaces(Scope::All, &["machinepool/pool-1"], "named objects are in one namespace: use -n NS, not -A")]
 fn usage_errors(#[case] scope: Scope, #[case] pools: &[&str], #[case] message: &str) {
-    let lister = FakeLister {
-        world: fleet_of(2),
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&fleet_of(2));
     let pools: Vec<String> = pools.iter().map(|p| p.to_string()).collect();
     let e = kube::drift(&lister, &request(scope, &pools)).unwrap_err();
     assert_eq!(e.to_string(), message);
@@ -189,9 +137,16 @@ fn usage_errors(#[case] scope: Scope, #[case] pools: &[&str], #[case] message: &
 )]
 #[case::may_not_list_namespaces("forbidden", None)]
 fn a_namespace_without_pools(#[case] ns: &str, #[case] error: Option<&str>) {
-    let lister = FakeLister {
-        world: World::default(),
-        calls: RefCell::default(),
+    let lister = Fake {
+        refused: if ns == "forbidden" {
+            vec![(
+                "namespaces",
+                "Error from server (Forbidden): namespaces is forbidden",
+            )]
+        } else {
+            vec![]
+        },
+        ..fake_of(&World::default())
     };
     let result = kube::drift(&lister, &request(Scope::Namespace(Some(ns.into())), &[]));
     match error {
@@ -199,17 +154,14 @@ fn a_namespace_without_pools(#[case] ns: &str, #[case] error: Option<&str>) {
         Some(message) => assert_eq!(result.unwrap_err().to_string(), message),
     }
     assert_eq!(
-        lister.calls.borrow().last().unwrap(),
+        lister.lists.borrow().last().unwrap(),
         &format!("namespaces Namespace(None) Some(\"kubernetes.io/metadata.name={ns}\") false")
     );
 }
 
 #[test]
 fn named_pools_still_cost_one_list_each_kind() {
-    let lister = FakeLister {
-        world: fleet_of(4),
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&fleet_of(4));
     let pools = vec!["machinepool/pool-2".to_string(), "mp/pool-0".to_string()];
     let report = kube::drift(
         &lister,
@@ -226,12 +178,12 @@ fn named_pools_still_cost_one_list_each_kind() {
     );
     assert!(
         !lister
-            .calls
+            .lists
             .borrow()
             .iter()
             .any(|c| c.starts_with("rke2configs")),
         "{:?}",
-        lister.calls.borrow()
+        lister.lists.borrow()
     );
 }
 
@@ -257,15 +209,16 @@ fn kubectl_is_asked_with_the_persons_flags_and_its_errors_are_kept() {
         program: script.display().to_string(),
         kubeconfig: Some("/k/config".into()),
         context: Some("prod".into()),
+        detached: false,
     };
     assert_eq!(
         kubectl
-            .list("machinepools.cluster.x-k8s.io", &Scope::All, None, false)
+            .list_in("machinepools.cluster.x-k8s.io", &Scope::All, None, false)
             .unwrap(),
         Vec::<Value>::new()
     );
     let e = kubectl
-        .list(
+        .list_in(
             "secrets",
             &Scope::Namespace(Some("fleet".into())),
             Some("a"),
@@ -273,8 +226,8 @@ fn kubectl_is_asked_with_the_persons_flags_and_its_errors_are_kept() {
         )
         .unwrap_err();
     assert_eq!(
-        e.to_string(),
-        "listing secrets: Error from server (Forbidden): secrets is forbidden"
+        e.message(),
+        "Error from server (Forbidden): secrets is forbidden"
     );
     let calls = std::fs::read_to_string(&log).unwrap();
     assert_eq!(
@@ -288,10 +241,7 @@ fn kubectl_is_asked_with_the_persons_flags_and_its_errors_are_kept() {
 #[test]
 fn a_fleet_report_counts_verdicts() {
     let report = kube::drift(
-        &FakeLister {
-            world: fleet_of(6),
-            calls: RefCell::default(),
-        },
+        &fake_of(&fleet_of(6)),
         &request(Scope::Namespace(Some("fleet".into())), &[]),
     )
     .unwrap();
@@ -316,14 +266,11 @@ fn deployments_cost_one_list_per_kind_too() {
     world.templates = md.templates;
     world.set_machines = md.set_machines;
     world.configs.extend(md.configs);
-    let lister = FakeLister {
-        world,
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&world);
     let report = kube::drift(&lister, &request(Scope::All, &[])).unwrap();
     assert_eq!(report.count_kind(WorkerKind::MachineDeployment), 1);
     assert_eq!(report.count_kind(WorkerKind::MachinePool), 2);
-    let calls = lister.calls.borrow();
+    let calls = lister.lists.borrow();
     let lists = |prefix: &str| calls.iter().filter(|c| c.starts_with(prefix)).count();
     assert_eq!(lists("machinedeployments."), 1);
     assert_eq!(lists("machinesets."), 1);
@@ -338,10 +285,7 @@ fn deployments_cost_one_list_per_kind_too() {
 /// A MachineSet a MachineDeployment owns is answered by its MachineDeployment: naming it says so.
 #[test]
 fn a_named_machine_set_of_a_deployment_names_the_deployment() {
-    let lister = FakeLister {
-        world: super::deployments_world(),
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&super::deployments_world());
     let named = vec!["ms/md-1-s".to_string()];
     let e = kube::drift(
         &lister,
@@ -375,10 +319,7 @@ fn apply_writes_the_reports_and_prunes_its_own_old_ones() {
         report_in("gone", "capi-rollout-check-drift"),
         report_in("gone", "someone-elses"),
     ];
-    let lister = FakeLister {
-        world,
-        calls: RefCell::default(),
-    };
+    let lister = fake_of(&world);
     let request = request(Scope::All, &[]);
     let report = kube::drift(&lister, &request).unwrap();
     let lines = kube::apply_reports(&lister, &request, &report).unwrap();
@@ -389,10 +330,15 @@ fn apply_writes_the_reports_and_prunes_its_own_old_ones() {
             "reports.openreports.io gone/capi-rollout-check-drift deleted (no MachinePool, MachineDeployment or MachineSet left there)",
         ]
     );
-    let calls = lister.calls.borrow();
-    let applies: Vec<&String> = calls.iter().filter(|c| c.starts_with("apply ")).collect();
+    let applies = lister.applied.borrow();
     assert_eq!(applies.len(), 1);
-    assert!(applies[0].contains("kind: Report"), "{}", applies[0]);
+    assert!(
+        applies[0].starts_with("capi-rollout-check: ---\n") && applies[0].contains("kind: Report"),
+        "{}",
+        applies[0]
+    );
+    assert_eq!(*lister.writes.borrow(), ["delete capi-rollout-check-drift"]);
+    let calls = lister.lists.borrow();
     assert!(calls.contains(&"reports.openreports.io All Some(\"app.kubernetes.io/managed-by=capi-rollout-check\") false".to_string()), "{calls:#?}");
     let named = vec!["md/md-1".to_string()];
     let partial = super::super::kube::Request {
@@ -410,36 +356,13 @@ fn apply_writes_the_reports_and_prunes_its_own_old_ones() {
 /// No OpenReports CRD: said so, with where it comes from.
 #[test]
 fn apply_without_the_crd_names_it() {
-    struct NoCrd(FakeLister);
-    impl Lister for NoCrd {
-        fn list(
-            &self,
-            resource: &str,
-            scope: &Scope,
-            selector: Option<&str>,
-            managed: bool,
-        ) -> Result<Vec<Value>, ListError> {
-            if resource == "reports.openreports.io" {
-                return Err(ListError {
-                    resource: resource.into(),
-                    message: "error: the server doesn't have a resource type \"reports\"".into(),
-                });
-            }
-            self.0.list(resource, scope, selector, managed)
-        }
-    }
-    impl kube::Writer for NoCrd {
-        fn apply(&self, text: &str) -> Result<(), ListError> {
-            self.0.apply(text)
-        }
-        fn delete(&self, r: &str, ns: &str, n: &str) -> Result<(), ListError> {
-            self.0.delete(r, ns, n)
-        }
-    }
-    let lister = NoCrd(FakeLister {
-        world: super::deployments_world(),
-        calls: RefCell::default(),
-    });
+    let lister = Fake {
+        refused: vec![(
+            "reports.openreports.io",
+            "error: the server doesn't have a resource type \"reports\"",
+        )],
+        ..fake_of(&super::deployments_world())
+    };
     let request = request(Scope::All, &[]);
     let report = kube::drift(&lister, &request).unwrap();
     let e = kube::apply_reports(&lister, &request, &report).unwrap_err();

@@ -1,15 +1,14 @@
 //! drift's analysis on listed objects built here (each drift kind, each confidence, each
-//! provider rendering and infrastructure effect), its JSON, and its kubectl layer against an
-//! in-memory lister and a fake kubectl.
+//! provider rendering and infrastructure effect), its JSON, and its kubectl layer against the
+//! commands' shared fake cluster and a fake kubectl.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use rstest::rstest;
 use serde_json::{json, Value};
 
 use super::analysis::{analyze, Inputs, PoolReport, Report, Verdict};
-use super::kube::{self, Kubectl, ListError, Lister, Scope};
+use super::kube::{self, Scope};
 use super::render;
 use super::time;
 
