@@ -3,7 +3,8 @@
 AdmissionRequest, exactly what `kwctl run --request-path` takes) and scenario.yaml (settings
 and expected verdict). The JSON files are the source of truth for kwctl users; this script
 only keeps them consistent. The scenarios are in scenarios_*.py beside it, one module per
-family, imported in the order they are written (the request uids count up); their builders are
+family, imported in the order they are written (each request's uid derived from its scenario's
+name, so a new scenario changes no other file); their builders are
 in scenario_base.py and capi_objects.py. Edit them and run
 `python3 e2e-tests/scenarios/generate.py`.
 

@@ -1,7 +1,6 @@
 """What every scenario is built from: the objects, the AdmissionRequest, the replayed lookups,
 and `scenario`, which records one for generate.py to write."""
 import copy
-import itertools
 import json
 import os
 import sys
@@ -98,7 +97,7 @@ def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_ru
     group, _, version = any_obj["apiVersion"].rpartition("/")
     kind = any_obj["kind"]
     resource = {"group": group, "version": version, "resource": PLURAL[kind]}
-    req = {"uid": str(uuid.UUID(int=(0x705ab4f5 << 96) + next(REQUEST_UIDS))), "kind": {"group": group, "version": version, "kind": kind},
+    req = {"uid": "", "kind": {"group": group, "version": version, "kind": kind},
            "resource": resource, "requestKind": {"group": group, "version": version, "kind": kind},
            "requestResource": resource, "name": any_obj["metadata"]["name"], "namespace": NS,
            "operation": operation, "userInfo": user, "object": obj, "oldObject": old, "dryRun": dry_run,
@@ -111,10 +110,13 @@ def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_ru
 
 
 SCENARIOS = []
-REQUEST_UIDS = itertools.count(1)  # deterministic uids: regenerating changes nothing
+# A request's uid is derived from its scenario's name: regenerating changes nothing, and a new
+# scenario changes no other scenario's file.
+REQUEST_UID_NAMESPACE = uuid.UUID("705ab4f5-0000-4000-8000-000000000000")
 
 
 def scenario(name, description, req, expect, settings=None, session=None):
+    req = dict(req, uid=str(uuid.uuid5(REQUEST_UID_NAMESPACE, name)))
     SCENARIOS.append((name, description, req, expect, settings, session))
 
 
