@@ -43,8 +43,9 @@ fn strict(schema: &mut Value) {
     }
 }
 
-/// (kind, version) -> validator, from every schema in tests/crds/.
-fn validators() -> BTreeMap<(String, String), jsonschema::Validator> {
+/// (group, version, kind) -> validator, from every schema in tests/crds/: two kinds of the same
+/// name in different groups are two schemas.
+fn validators() -> BTreeMap<(String, String, String), jsonschema::Validator> {
     let mut out = BTreeMap::new();
     for (path, crd) in common::crd_schemas() {
         let mut schema = crd["openAPIV3Schema"].clone();
@@ -52,12 +53,13 @@ fn validators() -> BTreeMap<(String, String), jsonschema::Validator> {
         let validator = jsonschema::validator_for(&schema)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let key = (
-            crd["kind"].as_str().unwrap().to_string(),
+            crd["group"].as_str().unwrap().to_string(),
             crd["version"].as_str().unwrap().to_string(),
+            crd["kind"].as_str().unwrap().to_string(),
         );
         assert!(
             out.insert(key, validator).is_none(),
-            "{}: a second schema for its kind and version",
+            "{}: a second schema for its group, version and kind",
             path.display()
         );
     }
@@ -82,12 +84,17 @@ fn name(dir: &Path) -> String {
 #[test]
 fn every_scenario_object_validates_against_its_crd() {
     let validators = validators();
-    assert!(validators.contains_key(&("MachinePool".into(), "v1beta1".into())));
-    assert!(validators.contains_key(&("KubeadmConfig".into(), "v1beta2".into())));
-    assert!(validators.contains_key(&("EKSConfig".into(), "v1beta2".into())));
+    let gvk = |g: &str, v: &str, k: &str| (g.to_string(), v.to_string(), k.to_string());
+    assert!(validators.contains_key(&gvk("cluster.x-k8s.io", "v1beta1", "MachinePool")));
+    assert!(validators.contains_key(&gvk(
+        "bootstrap.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmConfig"
+    )));
+    assert!(validators.contains_key(&gvk("bootstrap.cluster.x-k8s.io", "v1beta2", "EKSConfig")));
     for kind in KINDS_WITHOUT_CRD {
         assert!(
-            !validators.keys().any(|(k, _)| k == kind),
+            !validators.keys().any(|(_, _, k)| k == kind),
             "{kind} has a CRD in tests/crds/ now: drop it from KINDS_WITHOUT_CRD"
         );
     }
@@ -106,13 +113,12 @@ fn every_scenario_object_validates_against_its_crd() {
                 continue;
             }
             let kind = object["kind"].as_str().unwrap_or_default();
-            let version = object["apiVersion"]
+            let (group, version) = object["apiVersion"]
                 .as_str()
                 .unwrap_or_default()
-                .rsplit('/')
-                .next()
-                .unwrap();
-            match validators.get(&(kind.to_string(), version.to_string())) {
+                .rsplit_once('/')
+                .unwrap_or(("", object["apiVersion"].as_str().unwrap_or_default()));
+            match validators.get(&(group.to_string(), version.to_string(), kind.to_string())) {
                 Some(validator) => {
                     validated += 1;
                     for error in validator.iter_errors(object) {
@@ -126,7 +132,7 @@ fn every_scenario_object_validates_against_its_crd() {
                 }
                 None if KINDS_WITHOUT_CRD.contains(&kind) => {}
                 None => failures.push(format!(
-                    "{}: {key}: no CRD for {kind} {version}",
+                    "{}: {key}: no CRD for {kind} {group}/{version}",
                     name(&dir)
                 )),
             }
@@ -144,7 +150,11 @@ fn every_scenario_object_validates_against_its_crd() {
 #[test]
 fn strict_validation_catches_a_typo() {
     let validators = validators();
-    let validator = &validators[&("KubeadmConfig".to_string(), "v1beta2".to_string())];
+    let validator = &validators[&(
+        "bootstrap.cluster.x-k8s.io".to_string(),
+        "v1beta2".to_string(),
+        "KubeadmConfig".to_string(),
+    )];
     let typo = serde_json::json!({"apiVersion": "bootstrap.cluster.x-k8s.io/v1beta2", "kind": "KubeadmConfig",
         "metadata": {"name": "x"}, "spec": {"file": [{"path": "/a"}]}});
     assert!(!validator.is_valid(&typo));
