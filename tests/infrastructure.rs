@@ -153,7 +153,8 @@ fn rendered() -> String {
         let once = said("RKE2Config", Some(r.kind));
         if once != said("KubeadmConfig", Some(r.kind)) {
             out.push_str(&format!(
-                "  For a bootstrap provider that renders its data once (RKE2, k3s, k0s, Talos, MicroK8s): {once}\n"
+                "  For a bootstrap provider that renders its data once ({}): {once}\n",
+                render_once()
             ));
         }
     }
@@ -415,4 +416,15 @@ fn the_refusals_the_docs_quote_are_the_records() {
         found.is_empty(),
         "quoted refusals the records do not make: {found:#?}"
     );
+}
+
+/// The bootstrap providers that render their data Secret once, by clusterctl's names, from the
+/// records.
+fn render_once() -> String {
+    capi_bootstrap_rollout_policy::capi::providers::PROVIDERS
+        .iter()
+        .filter(|p| p.rendering == capi_bootstrap_rollout_policy::capi::providers::Rendering::Once)
+        .map(|p| p.clusterctl)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -15,7 +15,9 @@ use capi_bootstrap_rollout_policy::capi::kinds::{
     BOOTSTRAP_GROUP, CAPI_GROUP, MACHINE_DEPLOYMENT, MACHINE_POOL, MACHINE_SET, TEMPLATE_SUFFIX,
 };
 use capi_bootstrap_rollout_policy::capi::paths::PathPattern;
-use capi_bootstrap_rollout_policy::capi::providers::{Defaulter, Provider, CAPI_CORE_CONTROLLER};
+use capi_bootstrap_rollout_policy::capi::providers::{
+    Defaulter, Provider, Rendering, CAPI_CORE_CONTROLLER,
+};
 use capi_bootstrap_rollout_policy::settings::Settings;
 
 /// The command that rewrites every generated region.
@@ -23,7 +25,7 @@ pub const COMMAND: &str = "make generate";
 
 /// The files `make generate` rewrites, in the order it writes them (artifacthub-pkg.yml after
 /// the two files kwctl builds it from).
-pub const FILES: [&str; 8] = [
+pub const FILES: [&str; 9] = [
     "metadata.yml",
     "policy.yaml",
     "questions-ui.yml",
@@ -31,6 +33,7 @@ pub const FILES: [&str; 8] = [
     "docs/settings.md",
     "docs/compared-fields.md",
     "docs/context-aware.md",
+    "docs/drift.md",
     "README.md",
 ];
 
@@ -247,8 +250,46 @@ pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
         "controller writes" => controller_writes(providers),
         "lookup RBAC" => lookup_rbac(providers),
         "chart permissions" => chart_permissions(providers),
+        "renderings" => renderings(providers),
         _ => return None,
     })
+}
+
+/// docs/drift.md's table of when an in-place edit reaches a pool's data Secret: the records by
+/// their `Rendering`.
+fn renderings(providers: &[Provider]) -> Vec<String> {
+    let rows = [
+        (
+            Rendering::AtTokenRotation,
+            "AtTokenRotation",
+            "the whole Secret is re-rendered at the next bootstrap token rotation (within 10-12.5 min at the default 15 min TTL), only while the pool has nodeRefs and uses token discovery. Until then, and forever without nodeRefs or with file discovery, new instances boot with the old data too",
+        ),
+        (
+            Rendering::EveryReconcile,
+            "EveryReconcile",
+            "written at the next reconcile when the rendered bytes differ. No write long after an edit means the edit changed nothing in the data, or the controller is not running: `unknown`",
+        ),
+        (
+            Rendering::Once,
+            "Once",
+            "never: every instance, now and future, runs the old data until a rotation (`exact`)",
+        ),
+    ];
+    let mut out = vec![
+        "| rendering | providers (clusterctl's name: config kind) | after an edit |".to_string(),
+        "|---|---|---|".to_string(),
+    ];
+    for (rendering, name, after) in rows {
+        let of: Vec<String> = providers
+            .iter()
+            .filter(|p| p.rendering == rendering)
+            .map(|p| format!("{}: {}", p.clusterctl, p.config_kind))
+            .collect();
+        if !of.is_empty() {
+            out.push(format!("| `{name}` | {} | {after} |", of.join(", ")));
+        }
+    }
+    out
 }
 
 /// The Artifact Hub annotation: CAPI's kinds, each record's config kind and its template kind.
@@ -563,7 +604,7 @@ pub fn regenerate_all(
 
 /// The regions each marked file must have: without them the records could change and the
 /// file not.
-pub const REGIONS: [(&str, &[&str]); 7] = [
+pub const REGIONS: [(&str, &[&str]); 8] = [
     (
         "metadata.yml",
         &[
@@ -598,5 +639,6 @@ pub const REGIONS: [(&str, &[&str]); 7] = [
         &["fields not compared", "controller writes"],
     ),
     ("docs/context-aware.md", &["chart permissions"]),
+    ("docs/drift.md", &["renderings"]),
     ("README.md", &["lookup RBAC"]),
 ];
