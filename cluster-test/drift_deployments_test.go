@@ -33,6 +33,8 @@ const (
 	msBare   = "ms-bare"
 	// mdExempt: the break-glass identity of these steps, in exemptUsers while it edits.
 	mdExempt = "break-glass-md@example.com"
+	// mdRollSurge: the MachineDeployments' maxSurge, as many as md-edited's replicas.
+	mdRollSurge = 3
 	// mdChangedPath: what the edit changes, as the policy's refusal names it.
 	mdChangedPath = "spec.template.spec.files[0].content"
 )
@@ -49,15 +51,20 @@ func (c *testCluster) mdInfrastructure() *framework.NoRollInfrastructure {
 }
 
 // mdWorkersManifest: a KubeadmConfigTemplate and TestMachineTemplate named name, and a
-// MachineDeployment (or, with kind MachineSet, a MachineSet of its own selector) of replicas
-// on them. CAPI's MachineSet preflight checks read a control plane's version and
-// conditions, which the test's TestControlPlane does not have: they are skipped, as the
-// annotation lets a person skip them.
+// MachineDeployment (maxSurge mdRollSurge) or, with kind MachineSet, a MachineSet of its own
+// selector, of replicas on them. CAPI's MachineSet preflight checks read a control plane's
+// version and conditions, which the test's TestControlPlane does not have: they are skipped,
+// as the annotation lets a person skip them.
 func mdWorkersManifest(kind, name string, replicas int) string {
-	selector := ""
+	spec := ""
 	labels := ""
+	if kind == "MachineDeployment" {
+		// Every replacement at once: the roll-out is CAPI's to do, not the test's to wait for
+		// one Machine at a time.
+		spec = fmt.Sprintf("\n  rollout:\n    strategy:\n      type: RollingUpdate\n      rollingUpdate: {maxSurge: %d, maxUnavailable: 0}", mdRollSurge)
+	}
 	if kind == "MachineSet" {
-		selector = fmt.Sprintf("\n  selector:\n    matchLabels: {cluster-test.rollout-policy.dev/set: %s}", name)
+		spec = fmt.Sprintf("\n  selector:\n    matchLabels: {cluster-test.rollout-policy.dev/set: %s}", name)
 		labels = fmt.Sprintf("\n    metadata:\n      labels: {cluster-test.rollout-policy.dev/set: %s}", name)
 	}
 	return fmt.Sprintf(`apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
@@ -98,7 +105,7 @@ spec:
       bootstrap:
         configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfigTemplate, name: %[2]s-t}
       infrastructureRef: {apiGroup: infrastructure.cluster-test.rollout-policy.dev, kind: TestMachineTemplate, name: %[2]s}
-`, kind, name, replicas, mdNamespace, mdCluster, driftSysctl, selector, labels)
+`, kind, name, replicas, mdNamespace, mdCluster, driftSysctl, spec, labels)
 }
 
 // mdAllMachines: every Machine of the namespace, those being deleted too.
@@ -293,7 +300,7 @@ func (c *testCluster) driftDeploymentStale(t *testing.T) {
 	flags := " --kubeconfig " + c.Person.Kubeconfig
 	want := []string{
 		fmt.Sprintf("capi-rollout-check rotate machinedeployment/%s -n %s --reissue%s", mdEdited, mdNamespace, flags),
-		fmt.Sprintf("# CAPI then rolls MachineDeployment %s out (RollingUpdate, maxSurge 1, maxUnavailable 0): a new MachineSet on the new template replaces every Machine; add --wait to follow it to the end, or watch:", mdEdited),
+		fmt.Sprintf("# CAPI then rolls MachineDeployment %s out (RollingUpdate, maxSurge %d, maxUnavailable 0): a new MachineSet on the new template replaces every Machine; add --wait to follow it to the end, or watch:", mdEdited, mdRollSurge),
 		fmt.Sprintf("kubectl get machinedeployments.cluster.x-k8s.io %s -n %s%s -w", mdEdited, mdNamespace, flags),
 	}
 	if !slices.Equal(p.Fix, want) {
@@ -310,7 +317,7 @@ func (c *testCluster) driftDeploymentFixed(t *testing.T) {
 	since := time.Now()
 	old := c.mdSettled(t, mdEdited, 3, time.Minute)
 	run := framework.RunRolloutCheck(t, c.Artifacts.Dir, c.Person, "rotate", "machinedeployment/"+mdEdited, "-n", mdNamespace, "--reissue", "--wait", "--timeout", "5m")
-	if run.Code != 0 || !strings.Contains(run.Stdout, "rolls the MachineDeployment out (RollingUpdate, maxSurge 1, maxUnavailable 0)") ||
+	if run.Code != 0 || !strings.Contains(run.Stdout, fmt.Sprintf("rolls the MachineDeployment out (RollingUpdate, maxSurge %d, maxUnavailable 0)", mdRollSurge)) ||
 		!strings.Contains(run.Stdout, ": rolled out: every Machine is on ") {
 		t.Fatalf("capi-rollout-check rotate machinedeployment/%s --reissue --wait exited %d:\n%s%s", mdEdited, run.Code, run.Stdout, run.Stderr)
 	}
