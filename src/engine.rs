@@ -319,14 +319,14 @@ mod tests {
     fn other_kinds_are_untouched() {
         let payload = br#"{"request": {"kind": {"group": "", "version": "v1", "kind": "Pod"}}}"#;
         assert_eq!(validate_payload(payload), Verdict::accept());
-        let custom = json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.example.com", "kind": "AcmeConfig"}]});
+        let custom = json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.example.com", "kind": "ExampleConfig"}]});
         let mut old = config("KubeadmConfig", "v1beta2", files("x"), true);
         let mut new = config("KubeadmConfig", "v1beta2", files("y"), true);
         assert!(run(custom.clone(), &update(&old, &new, "alice")).allowed);
         old["apiVersion"] = json!("bootstrap.example.com/v1");
         new["apiVersion"] = json!("bootstrap.example.com/v1");
-        old["kind"] = json!("AcmeConfig");
-        new["kind"] = json!("AcmeConfig");
+        old["kind"] = json!("ExampleConfig");
+        new["kind"] = json!("ExampleConfig");
         assert!(!run(custom, &update(&old, &new, "alice")).allowed);
     }
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// Kinds that appear in scenarios but have no CRD in tests/crds/: a made-up provider's kind, and a
 /// core kind (its schema is the API server's, not a CRD).
-const KINDS_WITHOUT_CRD: [&str; 2] = ["AcmeConfig", "ConfigMap"];
+const KINDS_WITHOUT_CRD: [&str; 2] = ["ExampleConfig", "ConfigMap"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

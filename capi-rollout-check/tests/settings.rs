@@ -123,7 +123,7 @@ fn the_policy_of_a_policy_group_is_checked() {
         &run,
         1,
         &[
-            format!("{file}:20 (document 1, ClusterAdmissionPolicyGroup capi-guardrails, policy capi): bootstrapConfigKinds[1].version: contextAware needs the version to look AcmeConfig.bootstrap.acme.example.com up in"),
+            format!("{file}:20 (document 1, ClusterAdmissionPolicyGroup capi-guardrails, policy capi): bootstrapConfigKinds[1].version: contextAware needs the version to look ExampleConfig.bootstrap.example.com up in"),
             "capi-rollout-check settings: 1 policy checked: 1 with invalid settings, 0 valid; 0 documents skipped".into(),
         ],
     );

@@ -18,7 +18,7 @@ CONFIG = "workers-spot-8d2f0a1c"
 KUBEADM_BOOTSTRAP = "system:serviceaccount:capi-kubeadm-bootstrap-system:capi-kubeadm-bootstrap-manager"
 # A bootstrap provider installed under names the default controllerUsers do not know: its
 # writes are judged (contract flags reach it); the listed providers' writes are only audited.
-OTHER_PROVIDER = "system:serviceaccount:acme-bootstrap-system:acme-bootstrap-manager"
+OTHER_PROVIDER = "system:serviceaccount:example-bootstrap-system:example-bootstrap-manager"
 CAPI_MANAGER = "system:serviceaccount:capi-system:capi-manager"
 GC = "system:serviceaccount:kube-system:generic-garbage-collector"
 RKE2_BOOTSTRAP = "system:serviceaccount:rke2-bootstrap-system:rke2-bootstrap-manager"
@@ -32,7 +32,7 @@ ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:au
 BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
 PLURAL = {"ConfigMap": "configmaps", "KubeadmConfigTemplate": "kubeadmconfigtemplates",
           "MachineDeployment": "machinedeployments", "MachineSet": "machinesets", "KubeadmConfig": "kubeadmconfigs", "EKSConfig": "eksconfigs", "RKE2Config": "rke2configs",
-          "MachinePool": "machinepools", "TalosConfig": "talosconfigs", "AcmeConfig": "acmeconfigs",
+          "MachinePool": "machinepools", "TalosConfig": "talosconfigs", "ExampleConfig": "exampleconfigs",
           "KThreesConfig": "kthreesconfigs", "RKE2ConfigTemplate": "rke2configtemplates",
           "K0sWorkerConfigTemplate": "k0sworkerconfigtemplates"}
 

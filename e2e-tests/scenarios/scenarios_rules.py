@@ -35,8 +35,8 @@ scenario("machinepool-v1beta2-replicas-only",
          {"allowed": True, "warnings": 0}, settings={"contractViolations": "reject"})
 scenario("machinepool-v1beta2-rotate-to-unlisted-kind",
          "rotation to a kind outside bootstrapConfigKinds is allowed with a warning that its edits are not checked",
-         request("UPDATE", machine_pool("v1beta2", ref("v1beta2", "workers-spot-acme-1", kind="AcmeConfig", group="bootstrap.acme.example.com")), machine_pool("v1beta2", ref("v1beta2", CONFIG))),
-         {"allowed": True, "warningsContain": ["configRef kind AcmeConfig.bootstrap.acme.example.com is not in bootstrapConfigKinds"]})
+         request("UPDATE", machine_pool("v1beta2", ref("v1beta2", "workers-spot-example-1", kind="ExampleConfig", group="bootstrap.example.com")), machine_pool("v1beta2", ref("v1beta2", CONFIG))),
+         {"allowed": True, "warningsContain": ["configRef kind ExampleConfig.bootstrap.example.com is not in bootstrapConfigKinds"]})
 
 # --- Rule 5: contract fields --------------------------------------------------------------------
 no_api_version = ref("v1beta1", "workers-spot-4c1d9e2b")
@@ -231,17 +231,17 @@ scenario("eksconfig-v1beta2-edit-in-use",
          "a non-default provider kind (CAPA's EKSConfig) gets the same rule: rejected with path and remediation",
          request("UPDATE", eks_new, eks_old),
          {"allowed": False, "messageContains": ['EKSConfig.bootstrap.cluster.x-k8s.io "workers-spot-eks-1" is invalid: [spec.kubeletExtraArgs.max-pods: Forbidden: changed]', 'create a new EKSConfig "workers-spot-eks-1-']})
-acme_old = {"apiVersion": "bootstrap.acme.example.com/v1alpha1", "kind": "AcmeConfig",
-            "metadata": meta("workers-spot-acme-1", "aa11bb22-cc33-4d44-8e55-ff6677889900", 2, None, pool_owner()),
+example_old = {"apiVersion": "bootstrap.example.com/v1alpha1", "kind": "ExampleConfig",
+            "metadata": meta("workers-spot-example-1", "aa11bb22-cc33-4d44-8e55-ff6677889900", 2, None, pool_owner()),
             "spec": {"userData": "#cloud-config\nruncmd: [echo one]\n"}}
-acme_new = edited(acme_old, lambda o: o["spec"].update(userData="#cloud-config\nruncmd: [echo two]\n"))
-scenario("acmeconfig-custom-kind-edit",
+example_new = edited(example_old, lambda o: o["spec"].update(userData="#cloud-config\nruncmd: [echo two]\n"))
+scenario("exampleconfig-custom-kind-edit",
          "a provider kind added through bootstrapConfigKinds is protected too",
-         request("UPDATE", acme_new, acme_old), {"allowed": False, "messageContains": ["[spec.userData: Forbidden: changed]"]},
-         settings={"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}, {"apiGroup": "bootstrap.acme.example.com", "kind": "AcmeConfig"}]})
-scenario("acmeconfig-not-listed",
+         request("UPDATE", example_new, example_old), {"allowed": False, "messageContains": ["[spec.userData: Forbidden: changed]"]},
+         settings={"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig"}, {"apiGroup": "bootstrap.example.com", "kind": "ExampleConfig"}]})
+scenario("exampleconfig-not-listed",
          "the same edit with default settings: not a bootstrap config this policy knows, accepted untouched",
-         request("UPDATE", acme_new, acme_old), {"allowed": True, "warnings": 0})
+         request("UPDATE", example_new, example_old), {"allowed": True, "warnings": 0})
 
 cm_old = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("kubeadm-config-notes", "0f0e0d0c-0b0a-4909-8807-060504030201"),
           "data": {"note": "rotate, don't edit"}}

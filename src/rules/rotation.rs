@@ -296,8 +296,8 @@ mod tests {
     #[case::pool_to_an_unlisted_kind(
         "MachinePool",
         "bootstrap.example.com",
-        "AcmeConfig",
-        Some("AcmeConfig.bootstrap.example.com")
+        "ExampleConfig",
+        Some("ExampleConfig.bootstrap.example.com")
     )]
     #[case::deployment_to_a_template(
         "MachineDeployment",

@@ -463,7 +463,7 @@ mod tests {
     #[case::context_aware_not_bool(json!({"contextAware": "true"}), "contextAware: must be true or false, got a string")]
     #[case::capi_version(json!({"capiVersion": "v1"}), "capiVersion: must be \"v1beta1\" or \"v1beta2\"")]
     #[case::kind_version_bad(json!({"bootstrapConfigKinds": [{"apiGroup": "bootstrap.cluster.x-k8s.io", "kind": "KubeadmConfig", "version": "beta"}]}), "bootstrapConfigKinds[0].version: \"beta\" is not an API version")]
-    #[case::custom_kind_needs_version(json!({"contextAware": true, "bootstrapConfigKinds": [{"apiGroup": "bootstrap.acme.example.com", "kind": "AcmeConfig"}]}), "bootstrapConfigKinds[0].version: contextAware needs the version to look AcmeConfig.bootstrap.acme.example.com up in")]
+    #[case::custom_kind_needs_version(json!({"contextAware": true, "bootstrapConfigKinds": [{"apiGroup": "bootstrap.example.com", "kind": "ExampleConfig"}]}), "bootstrapConfigKinds[0].version: contextAware needs the version to look ExampleConfig.bootstrap.example.com up in")]
     fn invalid_settings_name_their_key(#[case] settings: Value, #[case] fragment: &str) {
         let error = Settings::from_value(&settings).unwrap_err();
         assert!(error.contains(fragment), "{error}");

@@ -80,7 +80,7 @@ mod tests {
     #[case::missing_api_version("v1beta1", Some(v1beta1_ref(B1, "KubeadmConfig", "a-1")), Some(json!({"kind": "KubeadmConfig", "name": "a-2"})), true, &["spec.template.spec.bootstrap.configRef.apiVersion missing: CAPI cannot resolve the bootstrap config (contract)"])]
     // Regression: a ref without apiVersion also drew "kind KubeadmConfig is not in bootstrapConfigKinds".
     #[case::missing_api_version_one_warning_only("v1beta1", None, Some(json!({"kind": "KubeadmConfig", "name": "a-2"})), true, &["spec.template.spec.bootstrap.configRef.apiVersion missing"])]
-    #[case::unlisted_kind("v1beta2", Some(v1beta2_ref("KubeadmConfig", "a-1")), Some(json!({"apiGroup": "bootstrap.example.com", "kind": "AcmeConfig", "name": "a-2"})), true, &["configRef kind AcmeConfig.bootstrap.example.com is not in bootstrapConfigKinds: its in-place edits are not checked"])]
+    #[case::unlisted_kind("v1beta2", Some(v1beta2_ref("KubeadmConfig", "a-1")), Some(json!({"apiGroup": "bootstrap.example.com", "kind": "ExampleConfig", "name": "a-2"})), true, &["configRef kind ExampleConfig.bootstrap.example.com is not in bootstrapConfigKinds: its in-place edits are not checked"])]
     fn machine_pool_rotation(
         #[case] version: &str,
         #[case] old_ref: Option<Value>,

@@ -23,7 +23,7 @@ pub(crate) mod fixtures {
 
     /// A third-party provider's controller, not in the default controllerUsers.
     pub(crate) const ACME_BOOTSTRAP: &str =
-        "system:serviceaccount:acme-system:acme-bootstrap-manager";
+        "system:serviceaccount:example-system:example-bootstrap-manager";
 
     pub(crate) fn owner_ref(version: &str) -> Value {
         json!({"apiVersion": format!("cluster.x-k8s.io/{version}"), "kind": "MachinePool",

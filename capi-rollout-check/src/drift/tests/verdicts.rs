@@ -125,12 +125,12 @@ use super::*;
         .machines(&[2, 250]),
     "stale", "exact", "1/2", &["topology-patch"], &["docs/clusterclass.md", "kubectl edit clusters.cluster.x-k8s.io c1 -n fleet"])]
 #[case::unknown_bootstrap_provider(
-    World::pool(&Pool::new("AcmeConfig", "DockerMachinePool"), 0, vec![entry("kubectl-edit", "Update", 200, spec_files())], 1, 1)
+    World::pool(&Pool::new("ExampleConfig", "DockerMachinePool"), 0, vec![entry("kubectl-edit", "Update", 200, spec_files())], 1, 1)
         .machines(&[2]),
     "stale", "unknown", "all 1+new", &["in-place-edit"], &[REISSUE, ROLL])]
 #[case::unknown_infrastructure(
-    World::pool(&Pool::new("KubeadmConfig", "AcmeMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
-    "stale", "unknown", "1/2", &["rotation-not-rolled"], &["# AcmeMachinePool is not in the infrastructure records"])]
+    World::pool(&Pool::new("KubeadmConfig", "ExampleMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
+    "stale", "unknown", "1/2", &["rotation-not-rolled"], &["# ExampleMachinePool is not in the infrastructure records"])]
 // CAPOCI has MachinePool Machines, but deleting one leaves its instance running: by hand.
 #[case::machines_that_do_not_replace(
     World::pool(&Pool::new("KubeadmConfig", "OCIMachinePool"), 100, vec![], 101, 290).machines(&[2, 102]),
