@@ -318,18 +318,25 @@ const fn same(a: &str, b: &str) -> bool {
     true
 }
 
+/// Whether record `i` is the first to name its controller (one controller serves several
+/// kinds: CAPA's EKSConfig and NodeadmConfig).
+const fn first_with_its_controller(i: usize) -> bool {
+    let mut j = 0;
+    while j < i {
+        if same(PROVIDERS[j].controller, PROVIDERS[i].controller) {
+            return false;
+        }
+        j += 1;
+    }
+    true
+}
+
 /// How many distinct controllers the records name.
 const fn distinct_controllers() -> usize {
     let mut n = 0;
     let mut i = 0;
     while i < PROVIDERS.len() {
-        let mut seen = false;
-        let mut j = 0;
-        while j < i {
-            seen = seen || same(PROVIDERS[j].controller, PROVIDERS[i].controller);
-            j += 1;
-        }
-        if !seen {
+        if first_with_its_controller(i) {
             n += 1;
         }
         i += 1;
@@ -345,13 +352,7 @@ pub const DEFAULT_CONTROLLER_USERS: [&str; 1 + distinct_controllers()] = {
     let mut n = 1;
     let mut i = 0;
     while i < PROVIDERS.len() {
-        let mut seen = false;
-        let mut j = 0;
-        while j < i {
-            seen = seen || same(PROVIDERS[j].controller, PROVIDERS[i].controller);
-            j += 1;
-        }
-        if !seen {
+        if first_with_its_controller(i) {
             users[n] = PROVIDERS[i].controller;
             n += 1;
         }

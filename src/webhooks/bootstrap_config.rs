@@ -518,7 +518,7 @@ mod tests {
         let mut new = old.clone();
         new["status"] = status;
         // A provider this policy does not know the controller of: flagged to it.
-        let mut req = update(&old, &new, ACME_BOOTSTRAP);
+        let mut req = update(&old, &new, EXAMPLE_BOOTSTRAP);
         req["subResource"] = json!("status");
         let verdict = run(json!({}), &req);
         assert!(verdict.allowed);

@@ -22,7 +22,7 @@ pub(crate) mod fixtures {
     pub(crate) const CAPI_MANAGER: &str = "system:serviceaccount:capi-system:capi-manager";
 
     /// A third-party provider's controller, not in the default controllerUsers.
-    pub(crate) const ACME_BOOTSTRAP: &str =
+    pub(crate) const EXAMPLE_BOOTSTRAP: &str =
         "system:serviceaccount:example-system:example-bootstrap-manager";
 
     pub(crate) fn owner_ref(version: &str) -> Value {
