@@ -60,14 +60,18 @@ endif
 endif
 
 .PHONY: all demo check test fmt lint e2e-tests system-packages-demo system-packages-test wasm-target \
-	wasm-opt playground-target host fmt-check clippy unit e2e rollout-check kwctl-checks cluster-test \
+	wasm-opt playground-target host fmt-check clippy clippy-check check-unit unit e2e rollout-check \
+	kwctl-checks cluster-test \
 	cluster-soak playground playground-build playground-test readme-test lint-actions push bench \
 	release clean FORCE
 
 all: annotated-policy.wasm
 
 # The fast loop: the Rust checks and tests, the e2e scenarios; no cluster, browser or linters.
-check: fmt-check clippy unit e2e rollout-check
+# The fast loop: the policy, the CLI and the scenarios (fmt, clippy, tests). The scenarios run
+# as `make demo` runs them (kwctl, else the unoptimised demo host), so no optimised wasmtime is
+# built; the tools' own clippy and tests, and the e2e tests in the optimised host, are make test's.
+check: fmt-check clippy-check demo check-unit rollout-check
 
 # Everything CI runs (.ci/run).
 test: system-packages-test fmt-check clippy unit e2e rollout-check playground-test readme-test cluster-test kwctl-checks lint-actions
@@ -130,6 +134,14 @@ clippy: | wasm-target playground-target
 	$(CARGO) clippy --locked --target $(PLAYGROUND_TARGET) -p capi-rollout-playground --lib -- -D warnings
 
 unit: annotated-policy.wasm
+	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked -p capi-bootstrap-rollout-policy
+
+clippy-check: | wasm-target
+	$(CARGO) clippy --locked -p capi-bootstrap-rollout-policy -p capi-rollout-check --all-targets -- -D warnings
+	$(CARGO) clippy --locked --target $(WASM_TARGET) -p capi-bootstrap-rollout-policy -- -D warnings
+
+# The policy's tests on the module `make demo` annotated (after it, also under make -j).
+check-unit: | demo
 	ANNOTATED_POLICY=$(CURDIR)/annotated-policy.wasm $(CARGO) test --locked -p capi-bootstrap-rollout-policy
 
 e2e: annotated-policy.wasm target/panic-probe.wasm
