@@ -41,11 +41,12 @@ mod managed_fields;
 mod objects;
 mod report;
 
-pub use deployments::{owning_deployment, strategy, TOPOLOGY_DEPLOYMENT_LABEL};
+pub use deployments::{strategy, TOPOLOGY_DEPLOYMENT_LABEL};
 #[cfg(test)]
 pub(crate) use fix::fresh_name;
 pub use fix::{reissue_name, resource};
 pub use managed_fields::leaf_paths;
+pub use objects::owner;
 pub use report::{
     Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instance, Instances, Level, PathsAre,
     PoolReport, Report, SecretInfo, StaleBecause, StaleInstance, Topology, Verdict, WorkerKind,
@@ -97,14 +98,18 @@ impl Judgement {
     }
 }
 
-/// Makes `report` the report of a pool whose drift cannot be told, and why; `None`: no more
-/// to read.
-fn unknown_pool<T>(report: &mut PoolReport, reason: String) -> Option<T> {
+/// Makes `report` the report of an object whose drift cannot be told, and why.
+fn mark_unknown(report: &mut PoolReport, reason: String) {
     report.verdict = Verdict::Unknown;
     report.confidence = Confidence {
         level: Level::Unknown,
         reasons: vec![reason],
     };
+}
+
+/// [`mark_unknown`] for a pool; `None`: no more to read.
+fn unknown_pool<T>(report: &mut PoolReport, reason: String) -> Option<T> {
+    mark_unknown(report, reason);
     None
 }
 

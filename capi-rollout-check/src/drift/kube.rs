@@ -150,6 +150,27 @@ fn named<'a>(request: &Request<'a>) -> Result<Named<'a>, DriftError> {
     Ok(Named { kinds, names })
 }
 
+/// Each of `names` is among `objects`; the first that is not is an error naming it.
+fn all_found(
+    request: &Request,
+    kind: WorkerKind,
+    names: &BTreeSet<&str>,
+    objects: &[Value],
+) -> Result<(), DriftError> {
+    let found: BTreeSet<&str> = objects.iter().map(name_of).collect();
+    let Some(missing) = names.iter().find(|n| !found.contains(*n)) else {
+        return Ok(());
+    };
+    let ns = match &request.scope {
+        Scope::Namespace(Some(ns)) => ns.as_str(),
+        _ => "the context's namespace",
+    };
+    Err(DriftError::Input(format!(
+        "{} {missing} not found in {ns}",
+        kind.name()
+    )))
+}
+
 /// The objects of `kind` in scope: the named ones, each required to exist.
 fn listed(
     cluster: &dyn Cluster,
@@ -164,17 +185,7 @@ fn listed(
     let names = named.names(kind);
     if !names.is_empty() {
         objects.retain(|o| names.contains(name_of(o)));
-        let found: BTreeSet<&str> = objects.iter().map(name_of).collect();
-        if let Some(missing) = names.iter().find(|n| !found.contains(*n)) {
-            let ns = match &request.scope {
-                Scope::Namespace(Some(ns)) => ns.as_str(),
-                _ => "the context's namespace",
-            };
-            return Err(DriftError::Input(format!(
-                "{} {missing} not found in {ns}",
-                kind.name()
-            )));
-        }
+        all_found(request, kind, &names, &objects)?;
     }
     objects.retain(|p| {
         p.pointer("/spec/template/spec/bootstrap/configRef")
@@ -204,7 +215,8 @@ fn listed_sets(
     )?;
     let names = named.names(WorkerKind::MachineSet);
     for set in &sets {
-        if let Some(md) = analysis::owning_deployment(set).filter(|_| names.contains(name_of(set)))
+        if let Some(md) =
+            analysis::owner(set, "MachineDeployment").filter(|_| names.contains(name_of(set)))
         {
             return Err(DriftError::Input(format!(
                 "MachineSet {} belongs to MachineDeployment {md}: name machinedeployment/{md}",
@@ -216,23 +228,14 @@ fn listed_sets(
         .iter()
         .map(|d| (namespace_of(d), name_of(d)))
         .collect();
-    sets.retain(|set| match analysis::owning_deployment(set) {
+    sets.retain(|set| match analysis::owner(set, "MachineDeployment") {
         Some(md) => deployment_names.contains(&(namespace_of(set), md)),
         None => {
             named.wants(WorkerKind::MachineSet)
                 && (names.is_empty() || names.contains(name_of(set)))
         }
     });
-    let found: BTreeSet<&str> = sets.iter().map(name_of).collect();
-    if let Some(missing) = names.iter().find(|n| !found.contains(*n)) {
-        let ns = match &request.scope {
-            Scope::Namespace(Some(ns)) => ns.as_str(),
-            _ => "the context's namespace",
-        };
-        return Err(DriftError::Input(format!(
-            "MachineSet {missing} not found in {ns}"
-        )));
-    }
+    all_found(request, WorkerKind::MachineSet, &names, &sets)?;
     Ok(sets)
 }
 
@@ -287,7 +290,7 @@ pub fn drift(cluster: &dyn Cluster, request: &Request) -> Result<Report, DriftEr
     let set_machines: Vec<Value> = if sets_in_scope {
         machines
             .iter()
-            .filter(|m| owned_by_set(m))
+            .filter(|m| analysis::owner(m, "MachineSet").is_some())
             .cloned()
             .collect()
     } else {
@@ -382,16 +385,6 @@ pub fn drift(cluster: &dyn Cluster, request: &Request) -> Result<Report, DriftEr
         cluster_flags: request.cluster_flags.clone(),
     });
     Ok(report)
-}
-
-fn owned_by_set(machine: &Value) -> bool {
-    machine
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|o| {
-            o.iter()
-                .any(|o| o.get("kind").and_then(Value::as_str) == Some("MachineSet"))
-        })
 }
 
 /// The namespaces whose Reports `request` writes: every namespace with an object, and the one

@@ -16,11 +16,12 @@ use serde_json::Value;
 
 use super::fix::deployment_fix;
 use super::managed_fields::{entries, Entry};
-use super::objects::{created, key, label, meta, reference, Index};
+use super::objects::{created, key, label, meta, owner, reference, Index};
 use super::{
-    plural, Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instances, Level, PathsAre,
-    PoolReport, StaleBecause, StaleInstance, Topology, Verdict, WorkerKind, ANCIENT_CHANGES,
-    CLUSTERCTL, CLUSTER_NAME_LABEL, CONTROLLER_MANAGERS, TOPOLOGY_MANAGER, TOPOLOGY_OWNED_LABEL,
+    mark_unknown, plural, Cause, CauseKind, Confidence, ConfigInfo, Inputs, Instances, Level,
+    PathsAre, PoolReport, StaleBecause, StaleInstance, Topology, Verdict, WorkerKind,
+    ANCIENT_CHANGES, CLUSTERCTL, CLUSTER_NAME_LABEL, CONTROLLER_MANAGERS, TOPOLOGY_MANAGER,
+    TOPOLOGY_OWNED_LABEL,
 };
 use crate::drift::records;
 use crate::drift::time;
@@ -49,19 +50,9 @@ pub(super) fn analyze(inputs: &Inputs, index: &Index, settings: &Settings) -> Ve
     let sets = inputs
         .machine_sets
         .iter()
-        .filter(|ms| owning_deployment(ms).is_none())
+        .filter(|ms| owner(ms, "MachineDeployment").is_none())
         .filter_map(|ms| one(inputs, index, settings, WorkerKind::MachineSet, ms, &[ms]));
     deployments.chain(sets).collect()
-}
-
-/// The MachineDeployment that owns a MachineSet, by its owner reference.
-pub fn owning_deployment(set: &Value) -> Option<&str> {
-    set.pointer("/metadata/ownerReferences")?
-        .as_array()?
-        .iter()
-        .find(|o| o.get("kind").and_then(Value::as_str) == Some("MachineDeployment"))?
-        .get("name")?
-        .as_str()
 }
 
 /// The template's paths as the policy's refusal names them, from a config's `spec...` path.
@@ -165,15 +156,8 @@ fn one(
         topology,
         fix: Vec::new(),
     };
-    let unknown = |report: &mut PoolReport, reason: String| {
-        report.verdict = Verdict::Unknown;
-        report.confidence = Confidence {
-            level: Level::Unknown,
-            reasons: vec![reason],
-        };
-    };
     if object.pointer("/metadata/deletionTimestamp").is_some() {
-        unknown(&mut report, format!("the {} is being deleted", kind.name()));
+        mark_unknown(&mut report, format!("the {} is being deleted", kind.name()));
         return Some(report);
     }
     let Some(template) = index
@@ -181,7 +165,7 @@ fn one(
         .get(&key(&template_kind, &ns, &template_name))
         .copied()
     else {
-        unknown(
+        mark_unknown(
             &mut report,
             format!("{template_kind} {ns}/{template_name} (its configRef) was not found"),
         );

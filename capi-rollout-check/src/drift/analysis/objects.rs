@@ -56,8 +56,9 @@ pub(super) struct Index<'a> {
     pub(super) set_machines: HashMap<(String, String), Vec<&'a Value>>,
 }
 
-/// The name of `object`'s owner of `kind`, by its owner references.
-pub(super) fn owner(object: &Value, kind: &str) -> Option<String> {
+/// The name of `object`'s owner of `kind` (the MachineDeployment of a MachineSet, the
+/// MachineSet of a Machine), by its owner references.
+pub fn owner<'v>(object: &'v Value, kind: &str) -> Option<&'v str> {
     object
         .pointer("/metadata/ownerReferences")?
         .as_array()?
@@ -65,11 +66,13 @@ pub(super) fn owner(object: &Value, kind: &str) -> Option<String> {
         .find(|o| o.get("kind").and_then(Value::as_str) == Some(kind))?
         .get("name")?
         .as_str()
-        .map(str::to_string)
 }
 
-fn namespaced(object: &Value, name: String) -> (String, String) {
-    (meta(object, "namespace").unwrap_or("").to_string(), name)
+fn namespaced(object: &Value, name: &str) -> (String, String) {
+    (
+        meta(object, "namespace").unwrap_or("").to_string(),
+        name.to_string(),
+    )
 }
 
 pub(super) fn instance_of(object: &Value) -> Option<Instance> {
