@@ -134,8 +134,8 @@ fn count(object: &Value, pointer: &str) -> u64 {
 }
 
 /// A MachineDeployment's roll-out as its MachineSets show it: (Ready on the new template,
-/// replicas wanted, Machines left on older MachineSets).
-fn roll_out(sets: &[Value], new: &Key, wanted: u64) -> (u64, u64, u64) {
+/// Machines left on older MachineSets).
+fn roll_out(sets: &[Value], new: &Key) -> (u64, u64) {
     let (on_new, older): (Vec<&Value>, Vec<&Value>) = sets
         .iter()
         .partition(|s| ConfigRef::of(s).is_some_and(|r| r.name == new.name));
@@ -144,7 +144,7 @@ fn roll_out(sets: &[Value], new: &Key, wanted: u64) -> (u64, u64, u64) {
         .map(|s| count(s, "/status/readyReplicas"))
         .sum();
     let left = older.iter().map(|s| count(s, "/status/replicas")).sum();
-    (ready, wanted, left)
+    (ready, left)
 }
 
 /// Waits for CAPI's MachineSet on the new template; names the roll-out it starts (the
@@ -200,17 +200,16 @@ fn deployment_taken_up(
     let mut said = None;
     let done = poll(cluster, timeout, INTERVAL * 2, || {
         let sets = cluster.list(SETS, &key.namespace, &selector)?;
-        let state = roll_out(&sets, new, wanted);
-        if said != Some(state) {
-            let (ready, wanted, left) = state;
+        let (ready, left) = roll_out(&sets, new);
+        if said != Some((ready, left)) {
             let _ = writeln!(
                 out,
                 "{key}: {ready}/{wanted} Ready on {}, {left} left on older MachineSets",
                 new.name
             );
-            said = Some(state);
+            said = Some((ready, left));
         }
-        Ok((state.0 >= state.1 && state.2 == 0).then_some(()))
+        Ok((ready >= wanted && left == 0).then_some(()))
     })?;
     Ok(match done {
         Some(()) => {
