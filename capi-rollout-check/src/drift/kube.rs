@@ -56,26 +56,11 @@ fn list(
 /// `machinepool/NAME`, `machinedeployment/NAME`, `machineset/NAME` (kubectl's plurals and
 /// short names `mp`, `md`, `ms`, and `machinepools.cluster.x-k8s.io/NAME`, as well).
 pub fn object_arg(arg: &str) -> Result<(WorkerKind, &str), DriftError> {
-    let usage = || {
+    WorkerKind::of_arg(arg).ok_or_else(|| {
         DriftError::Input(format!(
             "{arg:?}: name it as machinepool/NAME, machinedeployment/NAME or machineset/NAME"
         ))
-    };
-    let (kind, name) = arg.split_once('/').ok_or_else(usage)?;
-    let kind = kind
-        .strip_suffix(".cluster.x-k8s.io")
-        .unwrap_or(kind)
-        .to_lowercase();
-    let found = match kind.as_str() {
-        "machinepool" | "machinepools" | "mp" => WorkerKind::MachinePool,
-        "machinedeployment" | "machinedeployments" | "md" => WorkerKind::MachineDeployment,
-        "machineset" | "machinesets" | "ms" => WorkerKind::MachineSet,
-        _ => return Err(usage()),
-    };
-    if name.is_empty() {
-        return Err(usage());
-    }
-    Ok((found, name))
+    })
 }
 
 pub struct Request<'a> {

@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use crate::cluster::{Cluster, ClusterError, Fault};
 use crate::manifests::{key_of, ConfigRef};
+use capi_rollout_check::drift::analysis::WorkerKind;
 use lease::LEASES;
 use plan::{Budget, MaxUnavailable};
 use pool::{PoolInfra, Route, MACHINES, SECRETS};
@@ -136,14 +137,12 @@ impl From<ClusterError> for RollError {
 
 /// `machinepool/pool-1` (`machinepools.cluster.x-k8s.io/pool-1`, `mp/pool-1`): the name.
 fn pool_name(arg: &str) -> Result<&str, RollError> {
-    let usage = || RollError::Input(format!("{arg:?}: name the pool as machinepool/NAME"));
-    let (kind, name) = arg.split_once('/').ok_or_else(usage)?;
-    let kind = kind.strip_suffix(".cluster.x-k8s.io").unwrap_or(kind);
-    let kind = kind.to_lowercase();
-    if !["machinepool", "machinepools", "mp"].contains(&kind.as_str()) || name.is_empty() {
-        return Err(usage());
+    match WorkerKind::of_arg(arg) {
+        Some((WorkerKind::MachinePool, name)) => Ok(name),
+        _ => Err(RollError::Input(format!(
+            "{arg:?}: name the pool as machinepool/NAME"
+        ))),
     }
-    Ok(name)
 }
 
 /// Reads the pool: it exists and is not being deleted.

@@ -29,6 +29,7 @@ use capi_bootstrap_rollout_policy::capi::field_rules::FieldRules;
 use capi_bootstrap_rollout_policy::capi::kinds::group_of_api_version;
 use capi_bootstrap_rollout_policy::diff::changed_fields_at;
 use capi_bootstrap_rollout_policy::settings::Settings;
+use capi_rollout_check::drift::analysis::WorkerKind;
 use serde_json::Value;
 
 use crate::cluster::{repoint_patch, resource_of, Cluster, ClusterError, DryRun};
@@ -95,56 +96,13 @@ impl From<ClusterError> for RotateError {
     }
 }
 
-/// The consumer kinds, as kubectl names them.
-struct ConsumerKind {
-    kind: &'static str,
-    resource: &'static str,
-}
-
-const CONSUMERS: [(&[&str], ConsumerKind); 3] = [
-    (
-        &["machinepool", "machinepools", "mp"],
-        ConsumerKind {
-            kind: "MachinePool",
-            resource: "machinepools.cluster.x-k8s.io",
-        },
-    ),
-    (
-        &["machinedeployment", "machinedeployments", "md"],
-        ConsumerKind {
-            kind: "MachineDeployment",
-            resource: "machinedeployments.cluster.x-k8s.io",
-        },
-    ),
-    (
-        &["machineset", "machinesets", "ms"],
-        ConsumerKind {
-            kind: "MachineSet",
-            resource: "machinesets.cluster.x-k8s.io",
-        },
-    ),
-];
-
 /// `machinepool/pool-1` (or `machinepools.cluster.x-k8s.io/pool-1`, `mp/pool-1`).
-fn consumer_kind(arg: &str) -> Result<(&'static ConsumerKind, &str), RotateError> {
-    let usage = || {
+fn consumer_kind(arg: &str) -> Result<(WorkerKind, &str), RotateError> {
+    WorkerKind::of_arg(arg).ok_or_else(|| {
         RotateError::Input(format!(
             "{arg:?}: name the MachinePool as machinepool/NAME (or machinedeployment/NAME, machineset/NAME)"
         ))
-    };
-    let (kind, name) = arg.split_once('/').ok_or_else(usage)?;
-    let kind = kind
-        .strip_suffix(".cluster.x-k8s.io")
-        .unwrap_or(kind)
-        .to_lowercase();
-    let found = CONSUMERS
-        .iter()
-        .find(|(names, _)| names.contains(&kind.as_str()))
-        .ok_or_else(usage)?;
-    if name.is_empty() {
-        return Err(usage());
-    }
-    Ok((&found.1, name))
+    })
 }
 
 /// Runs an editor on a text: the text saved, or why not.
@@ -234,7 +192,7 @@ fn same_spec(settings: &Settings, a: &Value, b: &Value) -> bool {
 fn read_consumer(
     cluster: &dyn Cluster,
     request: &Request,
-) -> Result<(&'static ConsumerKind, Value, ConfigRef), RotateError> {
+) -> Result<(WorkerKind, Value, ConfigRef), RotateError> {
     let (consumer_kind, consumer_name) = consumer_kind(request.consumer)?;
     let where_ = request
         .namespace
@@ -242,11 +200,11 @@ fn read_consumer(
             format!("namespace {n}")
         });
     let consumer = cluster
-        .get(consumer_kind.resource, request.namespace, consumer_name)?
+        .get(consumer_kind.resource(), request.namespace, consumer_name)?
         .ok_or_else(|| {
             RotateError::Object(format!(
                 "{} {consumer_name} not found in {where_}",
-                consumer_kind.kind
+                consumer_kind.name()
             ))
         })?;
     let uses = plan::check_consumer(&consumer)?;
@@ -317,7 +275,7 @@ fn read_configs(
 fn check_writes(
     cluster: &dyn Cluster,
     settings: &Settings,
-    consumer_kind: &ConsumerKind,
+    consumer_kind: WorkerKind,
     plan: &Plan,
     resources: (&str, &str),
     reissue: bool,
@@ -346,7 +304,7 @@ fn check_writes(
             )))
         }
     };
-    let mut needed = vec![("patch", consumer_kind.resource)];
+    let mut needed = vec![("patch", consumer_kind.resource())];
     if !reuse {
         needed.insert(0, ("create", config_plural));
     }
@@ -417,7 +375,7 @@ fn write_rotation(
     cluster: &dyn Cluster,
     request: &Request,
     consumer: &Value,
-    consumer_kind: &ConsumerKind,
+    consumer_kind: WorkerKind,
     (plan, uses, reuse): (&Plan, &ConfigRef, bool),
     config_plural: &str,
     (out, err): (&mut dyn Write, &mut dyn Write),
@@ -449,7 +407,7 @@ fn write_rotation(
     }
     let patch = repoint_patch(&uses.name, &plan.new.name);
     match cluster.patch(
-        consumer_kind.resource,
+        consumer_kind.resource(),
         namespace,
         &consumer_key.name,
         &patch,
@@ -527,7 +485,7 @@ pub fn rotate(
         (&config_resource, &config_plural),
         matches!(request.edited, Edited::Reissue { .. }),
     )?;
-    if request.replace_instances && consumer_kind.kind == "MachinePool" {
+    if request.replace_instances && consumer_kind == WorkerKind::MachinePool {
         // What roll will need, before the rotation writes anything.
         crate::roll::check_rbac(cluster, &namespace).map_err(|e| match e {
             crate::roll::RollError::Cluster(c) => RotateError::Cluster(c),

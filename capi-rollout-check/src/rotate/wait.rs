@@ -8,12 +8,12 @@ use capi_bootstrap_rollout_policy::capi::kinds::is_machine_pool;
 use serde_json::Value;
 
 use super::plan::{key_of, ConfigRef};
-use super::{ConsumerKind, Done, Request, RotateError};
+use super::{Done, Request, RotateError};
 use crate::cluster::{poll, Cluster};
 use crate::manifests::Key;
 use crate::roll::report::{after_rotation, follow_refresh, After};
 use crate::roll::{self, pool};
-use capi_rollout_check::drift::analysis::strategy;
+use capi_rollout_check::drift::analysis::{strategy, WorkerKind};
 
 const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -24,7 +24,7 @@ pub(super) fn taken_up(
     cluster: &dyn Cluster,
     request: &Request,
     consumer: &Value,
-    kind: &ConsumerKind,
+    kind: WorkerKind,
     (new, config_resource): (&Key, &str),
     out: &mut dyn Write,
 ) -> Result<Done, RotateError> {
@@ -42,7 +42,7 @@ pub(super) fn taken_up(
             out,
         );
     }
-    if kind.kind == "MachineDeployment" {
+    if kind == WorkerKind::MachineDeployment {
         return deployment_taken_up(cluster, request, &key, new, out);
     }
     let _ = writeln!(
@@ -57,7 +57,7 @@ fn pool_taken_up(
     cluster: &dyn Cluster,
     request: &Request,
     consumer: &Value,
-    kind: &ConsumerKind,
+    kind: WorkerKind,
     (new, config_resource): (&Key, &str),
     out: &mut dyn Write,
 ) -> Result<Done, RotateError> {
@@ -74,7 +74,7 @@ fn pool_taken_up(
         else {
             return Ok(None);
         };
-        let pool = cluster.get(kind.resource, Some(&key.namespace), &key.name)?;
+        let pool = cluster.get(kind.resource(), Some(&key.namespace), &key.name)?;
         let copied = pool.as_ref().and_then(pool::data_secret_name);
         // When the rotation began, by the API server's clock.
         let began = config
@@ -87,7 +87,7 @@ fn pool_taken_up(
     })?;
     let Some((secret, pool, began)) = found else {
         let _ = writeln!(out, "{key}: CAPI has not copied {}'s dataSecretName into the pool within {}s; the rotation is in place (kubectl describe {} {} -n {})",
-            new.name, request.timeout.as_secs(), kind.resource, key.name, key.namespace);
+            new.name, request.timeout.as_secs(), kind.resource(), key.name, key.namespace);
         return Ok(Done::NotYetRolled);
     };
     let _ = writeln!(

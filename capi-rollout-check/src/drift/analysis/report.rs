@@ -73,6 +73,23 @@ impl WorkerKind {
             WorkerKind::MachineSet => "machinesets.cluster.x-k8s.io",
         }
     }
+
+    /// `machinepool/NAME` as kubectl takes it (the plural, the short name `mp`, `md`, `ms`, the
+    /// `.cluster.x-k8s.io` suffix): the kind and a name that is not empty; `None` otherwise.
+    pub fn of_arg(arg: &str) -> Option<(WorkerKind, &str)> {
+        let (kind, name) = arg.split_once('/')?;
+        let kind = kind
+            .strip_suffix(".cluster.x-k8s.io")
+            .unwrap_or(kind)
+            .to_lowercase();
+        let found = match kind.as_str() {
+            "machinepool" | "machinepools" | "mp" => WorkerKind::MachinePool,
+            "machinedeployment" | "machinedeployments" | "md" => WorkerKind::MachineDeployment,
+            "machineset" | "machinesets" | "ms" => WorkerKind::MachineSet,
+            _ => return None,
+        };
+        (!name.is_empty()).then_some((found, name))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -372,3 +372,18 @@ fn apply_without_the_crd_names_it() {
         "{e}"
     );
 }
+
+/// The `kind/NAME` every command takes, as kubectl names the kinds.
+#[rstest]
+#[case::full_resource("machinepools.cluster.x-k8s.io/p-1", Some((WorkerKind::MachinePool, "p-1")))]
+#[case::short_upper("MD/md-0", Some((WorkerKind::MachineDeployment, "md-0")))]
+#[case::plural("machinesets/ms-0", Some((WorkerKind::MachineSet, "ms-0")))]
+#[case::no_name("ms/", None)]
+#[case::another_kind("deployment/md-0", None)]
+#[case::no_slash("machinepool", None)]
+fn a_kind_and_name_as_kubectl_takes_them(
+    #[case] arg: &str,
+    #[case] parsed: Option<(WorkerKind, &str)>,
+) {
+    assert_eq!(WorkerKind::of_arg(arg), parsed);
+}
