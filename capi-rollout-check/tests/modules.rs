@@ -7,16 +7,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+#[path = "../../tests/common/source_graph.rs"]
+mod source_graph;
+use source_graph::{code_lines, cycle, rust_files};
+
 fn sources(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(sources(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
+    rust_files(dir, &mut files);
     files
 }
 
@@ -50,20 +47,6 @@ fn top_module(src: &Path, file: &Path) -> Option<String> {
     (first != "main" && first != "lib").then_some(first)
 }
 
-/// The lines of a file's code: outside comments, up to its test module.
-fn code(text: &str) -> Vec<&str> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
-        if line.trim() == "#[cfg(test)]" && next.starts_with("mod ") {
-            break;
-        }
-        out.push(line.split("//").next().unwrap_or(""));
-    }
-    out
-}
-
 /// The CLI's modules use each other without a circle: each names a module as `crate::x`,
 /// `capi_rollout_check::x` or, from a file below it, `super::x`; a circle among them fails the
 /// test, naming it, so that what two modules share moves into a module both use.
@@ -71,17 +54,15 @@ fn code(text: &str) -> Vec<&str> {
 fn no_import_circles() {
     use std::collections::{BTreeMap, BTreeSet};
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let modules: BTreeSet<String> = sources(&src)
-        .iter()
-        .filter_map(|f| top_module(&src, f))
-        .collect();
+    let files = sources(&src);
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| top_module(&src, f)).collect();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in sources(&src) {
-        let Some(from) = top_module(&src, &file) else {
+    for file in &files {
+        let Some(from) = top_module(&src, file) else {
             continue;
         };
-        let text = fs::read_to_string(&file).unwrap();
-        for line in code(&text) {
+        let text = fs::read_to_string(file).unwrap();
+        for line in code_lines(&text) {
             for prefix in ["crate::", "capi_rollout_check::", "super::"] {
                 for (at, _) in line.match_indices(prefix) {
                     let rest = &line[at + prefix.len()..];
@@ -96,33 +77,9 @@ fn no_import_circles() {
             }
         }
     }
-    fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        path: &mut Vec<String>,
-        done: &mut BTreeSet<String>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|p| p == node) {
-            let mut circle = path[at..].to_vec();
-            circle.push(node.to_string());
-            return Some(circle);
-        }
-        if done.contains(node) {
-            return None;
-        }
-        path.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            if let Some(circle) = visit(next, graph, path, done) {
-                return Some(circle);
-            }
-        }
-        path.pop();
-        done.insert(node.to_string());
-        None
-    }
     let mut done = BTreeSet::new();
     for module in &modules {
-        if let Some(circle) = visit(module, &graph, &mut Vec::new(), &mut done) {
+        if let Some(circle) = cycle(&graph, module, &mut Vec::new(), &mut done) {
             panic!(
                 "an import circle among capi-rollout-check's modules: {}\n(the graph: {graph:?})",
                 circle.join(" -> ")
