@@ -272,17 +272,13 @@ pub fn drift(cluster: &dyn Cluster, request: &Request) -> Result<Report, DriftEr
         let selector = (!sets_in_scope).then_some(POOL_NAME_LABEL);
         list(cluster, "machines.cluster.x-k8s.io", scope, selector, false)?
     };
-    let set_machines: Vec<Value> = if sets_in_scope {
+    let mut config_kinds = refs(&pools, "/spec/template/spec/bootstrap/configRef");
+    config_kinds.extend(refs(
         machines
             .iter()
-            .filter(|m| analysis::owner(m, "MachineSet").is_some())
-            .cloned()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut config_kinds = refs(&pools, "/spec/template/spec/bootstrap/configRef");
-    config_kinds.extend(refs(&set_machines, "/spec/bootstrap/configRef"));
+            .filter(|m| analysis::owner(m, "MachineSet").is_some()),
+        "/spec/bootstrap/configRef",
+    ));
     let mut configs = Vec::new();
     for (group, kind) in config_kinds {
         configs.extend(list(
@@ -366,7 +362,8 @@ pub fn drift(cluster: &dyn Cluster, request: &Request) -> Result<Report, DriftEr
         deployments: &deployments,
         machine_sets: &machine_sets,
         templates: &templates,
-        set_machines: &set_machines,
+        // The analysis takes a MachineSet's Machines by their owner.
+        set_machines: &machines,
         cluster_flags: request.cluster_flags.clone(),
     });
     Ok(report)

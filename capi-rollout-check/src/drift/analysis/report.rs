@@ -28,7 +28,8 @@ pub struct Inputs<'a> {
     pub machine_sets: &'a [Value],
     /// Bootstrap templates of every kind MachineDeployments and MachineSets name.
     pub templates: &'a [Value],
-    /// CAPI Machines labelled `cluster.x-k8s.io/set-name`; their own configs are in `configs`.
+    /// CAPI Machines: those a MachineSet owns (by their owner reference) are its; their own
+    /// configs are in `configs`. Others are ignored here, so the list of `machines` serves.
     pub set_machines: &'a [Value],
     /// How the printed commands reach the same cluster (` --context prod`), or empty.
     pub cluster_flags: String,
