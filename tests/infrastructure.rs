@@ -118,7 +118,7 @@ fn rendered() -> String {
     out.push_str(BEGIN);
     out.push_str("\n\n| Infrastructure (MachinePool kind) | Reads bootstrap data | configRef rotated (a new data Secret name) | Same Secret, new content (an in-place edit, once rendered) | Knobs | Documented replacement | MachinePool Machines | Sources |\n");
     out.push_str("|---|---|---|---|---|---|---|---|\n");
-    for r in &INFRASTRUCTURES {
+    for r in INFRASTRUCTURES {
         out.push_str(&format!(
             "| {} `{}` | {} | {} | {} | {} | {} | {} | {} |\n",
             r.provider,
@@ -144,7 +144,7 @@ fn rendered() -> String {
     out.push_str("\nWhat the refusal of an in-place edit says of the pool's infrastructure: without lookups, or with `contextAware: true` for a kind without a record,\n\n");
     out.push_str(&format!("> {}\n\n", said("KubeadmConfig", None)));
     out.push_str("and with `contextAware: true`, for a pool whose `spec.template.spec.infrastructureRef` names the kind:\n\n");
-    for r in &INFRASTRUCTURES {
+    for r in INFRASTRUCTURES {
         out.push_str(&format!(
             "- `{}`: {}\n",
             r.kind,
@@ -200,7 +200,7 @@ fn every_record_has_a_row_and_every_row_a_record() {
         .filter(|l| l.starts_with("| ") && l.contains("MachinePool`"))
         .collect();
     assert_eq!(rows.len(), INFRASTRUCTURES.len(), "{rows:#?}");
-    for r in &INFRASTRUCTURES {
+    for r in INFRASTRUCTURES {
         assert!(
             rows.iter()
                 .any(|row| row.starts_with(&format!("| {} `{}` |", r.provider, r.kind))),
@@ -367,7 +367,7 @@ fn the_readme_says_where_roll_deletes_and_where_it_exits_1() {
             "{budget:?} not in {paragraph:?}"
         );
     }
-    for record in &INFRASTRUCTURES {
+    for record in INFRASTRUCTURES {
         match record.replacement {
             Replacement::DeleteMachinePoolMachines { .. } => assert!(
                 paragraph.contains(record.kind),
@@ -392,7 +392,7 @@ fn the_readme_says_where_roll_deletes_and_where_it_exits_1() {
 #[test]
 fn the_refusals_the_docs_quote_are_the_records() {
     let mut said = Vec::new();
-    for record in &INFRASTRUCTURES {
+    for record in INFRASTRUCTURES {
         for config_kind in ["KubeadmConfig", "RKE2Config"] {
             let kinds = [GroupKind::new(r_group(), record.kind)];
             let sentence = refusal_sentence(config_kind, Some(&kinds[..]));

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use capi_bootstrap_rollout_policy::capi::kinds::BOOTSTRAP_GROUP;
+use capi_bootstrap_rollout_policy::capi::kinds::CAPI_GROUP;
 use capi_bootstrap_rollout_policy::capi::providers::{
     Provider, DEFAULT_CONTROLLER_USERS, PROVIDERS,
 };
@@ -37,7 +37,7 @@ fn yaml(text: &str, what: &str) -> Value {
 
 /// The version a record's kind is looked up in with the default `capiVersion`.
 fn lookup_api_version(p: &Provider) -> String {
-    format!("{BOOTSTRAP_GROUP}/{}", generate::lookup_version(p))
+    format!("{}/{}", p.group, generate::lookup_version(p))
 }
 
 use generate::plural;
@@ -71,7 +71,7 @@ fn lists_context_aware(resources: &Value, p: &Provider) -> bool {
     })
 }
 
-/// Some rule names the config's and the template's resources in the bootstrap group.
+/// Some rule names the config's and the template's resources in the record's group.
 fn rules_cover(rules: &Value, p: &Provider) -> bool {
     let template = format!("{}templates", p.config_kind.to_lowercase());
     rules.as_array().into_iter().flatten().any(|rule| {
@@ -82,7 +82,7 @@ fn rules_cover(rules: &Value, p: &Provider) -> bool {
                 .flatten()
                 .any(|v| v == value)
         };
-        has("apiGroups", BOOTSTRAP_GROUP)
+        has("apiGroups", p.group)
             && has("resources", &plural(p.config_kind))
             && has("resources", &template)
     })
@@ -292,12 +292,15 @@ fn check_docs(problems: &mut Problems, files: &Listings, p: &Provider) {
         files.settings_doc.lines().any(|l| {
             l.starts_with(&format!(
                 "| {} | {} | {version} |",
-                p.clusterctl, p.config_kind
+                p.clusterctl,
+                generate::kind_cell(p)
             )) && l.contains(&format!("`{}`", p.controller))
         }),
         format!(
             "the table of the default providers has no row `| {} | {} | {version} | `{}` |`",
-            p.clusterctl, p.config_kind, p.controller
+            p.clusterctl,
+            generate::kind_cell(p),
+            p.controller
         ),
     );
     // The README's lookup RBAC and docs/context-aware.md's chart values grant the kind.
@@ -316,17 +319,18 @@ fn check_docs(problems: &mut Problems, files: &Listings, p: &Provider) {
         problems.check(
             p,
             file,
-            text.lines().any(|l| {
-                l.trim_start().starts_with("resources: [")
-                    && l.split(['[', ',', ']']).any(|r| r.trim() == quoted)
+            text.lines().collect::<Vec<_>>().windows(2).any(|l| {
+                l[0].contains(p.group)
+                    && l[1].trim_start().starts_with("resources: [")
+                    && l[1].split(['[', ',', ']']).any(|r| r.trim() == quoted)
             }),
-            format!("no `resources: [...]` grants {quoted}"),
+            format!("no `resources: [...]` of {} grants {quoted}", p.group),
         );
     }
 }
 
-/// A kind of the bootstrap group, or a controller, that the manifests list and no record
-/// stands for.
+/// A bootstrap kind (of any group but CAPI's core), or a controller, that the manifests list
+/// and no record stands for.
 fn unrecorded_in_manifests(
     problems: &mut Problems,
     files: &Listings,
@@ -334,7 +338,12 @@ fn unrecorded_in_manifests(
     controllers: &[&str],
 ) {
     let (metadata, policy) = (&files.metadata, &files.policy);
-    let known = |kind: &str| providers.iter().any(|p| p.config_kind == kind);
+    let known = |api_version: &str, kind: &str| {
+        providers
+            .iter()
+            .any(|p| p.config_kind == kind && api_version.starts_with(&format!("{}/", p.group)))
+    };
+    let capi = format!("{CAPI_GROUP}/");
     for (file, resources) in [
         (
             "metadata.yml contextAwareResources",
@@ -354,7 +363,7 @@ fn unrecorded_in_manifests(
                 r["apiVersion"].as_str().unwrap_or(""),
                 r["kind"].as_str().unwrap_or(""),
             );
-            if api_version.starts_with(BOOTSTRAP_GROUP) && !known(kind) {
+            if !api_version.starts_with(&capi) && !known(api_version, kind) {
                 problems.push(
                     file.split(' ').next().unwrap(),
                     format!("{file}: {api_version} {kind} has no provider record"),
@@ -393,7 +402,7 @@ fn unrecorded_in_manifests(
             .map(str::trim)
             .filter(|k| k.ends_with("Config"))
         {
-            if !known(kind) {
+            if !providers.iter().any(|p| p.config_kind == kind) {
                 problems.push(
                     file.split(' ').next().unwrap(),
                     format!("{file}: {kind} has no provider record"),
@@ -405,7 +414,7 @@ fn unrecorded_in_manifests(
 
 /// A row of docs/settings.md's table of the default providers that no record stands for.
 fn unrecorded_in_settings_doc(problems: &mut Problems, files: &Listings, providers: &[Provider]) {
-    let known = |kind: &str| providers.iter().any(|p| p.config_kind == kind);
+    let known = |kind: &str| providers.iter().any(|p| generate::kind_cell(p) == kind);
     for row in files
         .settings_doc
         .lines()
@@ -587,12 +596,13 @@ fn adding_a_provider_touches_what_architecture_md_lists() {
     );
     assert!(list.contains(&format!("`{}`", generate::COMMAND)));
 
-    let mut providers: Vec<Provider> = PROVIDERS.into_iter().collect();
+    let mut providers: Vec<Provider> = PROVIDERS.to_vec();
     providers.push(Provider {
-        clusterctl: "example",
-        config_kind: "ExampleConfig",
+        clusterctl: "example-added",
+        group: "bootstrap.added.example.com",
+        config_kind: "ExampleAddedConfig",
         lookup_version: Some("v1alpha1"),
-        controller: "system:serviceaccount:example-bootstrap-system:example-bootstrap-manager",
+        controller: "system:serviceaccount:example-added-system:example-added-manager",
         machine_only: &[],
         fill_once: &[],
         template_fill_once: &[],

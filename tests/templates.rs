@@ -48,7 +48,7 @@ fn run(settings: Value, request: &Value) -> Verdict {
 /// The template kind of every provider record, in both versions.
 #[rstest]
 fn every_default_template_kind_rejects_a_spec_edit(#[values("v1beta1", "v1beta2")] version: &str) {
-    for provider in &capi_bootstrap_rollout_policy::capi::providers::PROVIDERS {
+    for provider in capi_bootstrap_rollout_policy::capi::providers::PROVIDERS {
         template_spec_edit_is_refused(&format!("{}Template", provider.config_kind), version);
     }
 }

@@ -151,7 +151,7 @@ const fn never_read(
 /// Every infrastructure MachinePool kind the policy knows, by provider. Providers with no
 /// MachinePool kind (CAPH, CAPIBM, Metal3, OpenStack, vSphere) have no record: a pool on an
 /// unknown kind gets the text that holds everywhere.
-pub const INFRASTRUCTURES: [Infrastructure; 13] = [
+pub const INFRASTRUCTURES: &[Infrastructure] = &[
     Infrastructure {
         provider: "CAPA",
         group: INFRASTRUCTURE_GROUP,

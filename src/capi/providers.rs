@@ -30,7 +30,7 @@
 //! document none.
 
 use crate::capi::field_rules::FieldRules;
-use crate::capi::kinds::TEMPLATE_SUFFIX;
+use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP, TEMPLATE_SUFFIX};
 use crate::capi::paths::{builtin_path, FieldPath, PathPattern};
 
 /// What a provider's defaulting webhook rewrites on every write of its kinds, whoever sends
@@ -50,7 +50,7 @@ pub enum Defaulter {
 /// an UPDATE of the template that changes these fields and nothing else is admitted with a
 /// warning saying what rolls it out (rule 8, docs/rules.md). Any other change in the same
 /// UPDATE makes it an edit like any other, these fields listed with the rest.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct DocumentedEdit {
     /// The fields, from the template's top (`spec.template.spec....`).
     pub paths: &'static [PathPattern],
@@ -73,11 +73,14 @@ pub enum Rendering {
 }
 
 /// A bootstrap provider's config kind, as the policy knows it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Provider {
     /// clusterctl's name of the provider (`clusterctl init --bootstrap <name>`).
     pub clusterctl: &'static str,
-    /// The config kind in `bootstrap.cluster.x-k8s.io`; its template is this plus `Template`.
+    /// The API group of its kinds: CAPI's bootstrap group ([`BOOTSTRAP_GROUP`]) or the
+    /// provider's own.
+    pub group: &'static str,
+    /// The config kind; its template is this plus `Template`, in the same group.
     pub config_kind: &'static str,
     /// The version lookups read the kind in; `None`: CAPI's own, the `capiVersion` setting.
     pub lookup_version: Option<&'static str>,
@@ -109,9 +112,10 @@ pub const CAPI_CORE_CONTROLLER: &str = "system:serviceaccount:capi-system:capi-m
 
 /// The providers of CAPI's provider list whose config kinds are judged by default, in the order
 /// `bootstrapConfigKinds` lists them.
-pub const PROVIDERS: [Provider; 8] = [
+pub const PROVIDERS: &[Provider] = &[
     Provider {
         clusterctl: "kubeadm",
+        group: BOOTSTRAP_GROUP,
         config_kind: "KubeadmConfig",
         lookup_version: None,
         // kubernetes-sigs/cluster-api bootstrap/kubeadm/config/default/kustomization.yaml
@@ -153,6 +157,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "aws-eks",
+        group: BOOTSTRAP_GROUP,
         config_kind: "EKSConfig",
         lookup_version: Some("v1beta2"),
         // kubernetes-sigs/cluster-api-provider-aws config/default/kustomization.yaml (capa-system,
@@ -178,6 +183,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "aws-eks",
+        group: BOOTSTRAP_GROUP,
         config_kind: "NodeadmConfig",
         lookup_version: Some("v1beta2"),
         // CAPA's main manager, as EKSConfig; read in v2.11.1 and v2.13.0: no webhook at all,
@@ -194,6 +200,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "rke2",
+        group: BOOTSTRAP_GROUP,
         config_kind: "RKE2Config",
         // Served by every release: v0.20 and v0.21 store v1beta1 (and serve v1alpha1); v0.22.0
         // and later (read up to v0.25.0) store v1beta2, whose spec is v1beta1's field for field,
@@ -216,6 +223,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "k0sproject-k0smotron",
+        group: BOOTSTRAP_GROUP,
         config_kind: "K0sWorkerConfig",
         lookup_version: Some("v1beta1"),
         // k0sproject/k0smotron config/clusterapi/bootstrap/kustomization.yaml (namespace
@@ -247,6 +255,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "k3s",
+        group: BOOTSTRAP_GROUP,
         config_kind: "KThreesConfig",
         lookup_version: Some("v1beta2"),
         // k3s-io/cluster-api-k3s bootstrap/config/default/kustomization.yaml (namespace
@@ -269,6 +278,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "microk8s",
+        group: BOOTSTRAP_GROUP,
         config_kind: "MicroK8sConfig",
         lookup_version: Some("v1beta1"),
         // canonical/cluster-api-bootstrap-provider-microk8s config/default/kustomization.yaml
@@ -287,6 +297,7 @@ pub const PROVIDERS: [Provider; 8] = [
     },
     Provider {
         clusterctl: "talos",
+        group: BOOTSTRAP_GROUP,
         config_kind: "TalosConfig",
         lookup_version: Some("v1alpha3"),
         // siderolabs/cluster-api-bootstrap-provider-talos config/default/kustomization.yaml
@@ -361,7 +372,7 @@ pub const DEFAULT_CONTROLLER_USERS: [&str; 1 + distinct_controllers()] = {
     users
 };
 
-/// The default `bootstrapConfigKinds` (all in `bootstrap.cluster.x-k8s.io`).
+/// The kinds of the default `bootstrapConfigKinds`, each in its record's group.
 pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; PROVIDERS.len()] = {
     let mut kinds = [""; PROVIDERS.len()];
     let mut i = 0;
@@ -372,9 +383,30 @@ pub const DEFAULT_BOOTSTRAP_CONFIG_KINDS: [&str; PROVIDERS.len()] = {
     kinds
 };
 
-/// The record of a config kind.
+/// The record of a config kind (a kind has one record, whatever its group).
 pub fn provider_of(config_kind: &str) -> Option<&'static Provider> {
     PROVIDERS.iter().find(|p| p.config_kind == config_kind)
+}
+
+/// The record of a config kind in its group: `None` for a kind of that name in another group,
+/// which the records say nothing of.
+pub fn provider_of_group_kind(group_kind: &GroupKind) -> Option<&'static Provider> {
+    provider_of(&group_kind.kind).filter(|p| p.group == group_kind.group)
+}
+
+/// Whether a config or template kind in its group is a record's.
+pub fn is_recorded(group_kind: &GroupKind) -> bool {
+    let kind = group_kind.kind.as_ref();
+    provider_of(kind)
+        .or_else(|| provider_of_template(kind))
+        .is_some_and(|p| p.group == group_kind.group)
+}
+
+/// The default `bootstrapConfigKinds`: every record's config kind in its group.
+pub fn default_bootstrap_config_kinds() -> impl Iterator<Item = GroupKind> {
+    PROVIDERS
+        .iter()
+        .map(|p| GroupKind::builtin(p.group, p.config_kind))
 }
 
 /// The record of a template kind (`KubeadmConfigTemplate`).
@@ -485,6 +517,68 @@ mod tests {
                 "{user} twice"
             );
         }
+    }
+
+    /// A record answers for its kinds in its own group only: a kind of the same name in another
+    /// group is no provider's, and its lookups need the person's `kindVersions`.
+    #[rstest]
+    #[case::config(
+        BOOTSTRAP_GROUP,
+        "KubeadmConfig",
+        true,
+        Some("kubeadm"),
+        Some("bootstrap.cluster.x-k8s.io/v1beta2")
+    )]
+    #[case::own_lookup_version(
+        BOOTSTRAP_GROUP,
+        "TalosConfig",
+        true,
+        Some("talos"),
+        Some("bootstrap.cluster.x-k8s.io/v1alpha3")
+    )]
+    #[case::template_recorded_not_looked_up(
+        BOOTSTRAP_GROUP,
+        "RKE2ConfigTemplate",
+        true,
+        None,
+        None
+    )]
+    #[case::same_name_other_group("bootstrap.example.com", "KubeadmConfig", false, None, None)]
+    #[case::template_other_group(
+        "bootstrap.example.com",
+        "KubeadmConfigTemplate",
+        false,
+        None,
+        None
+    )]
+    #[case::unknown_kind(BOOTSTRAP_GROUP, "ExampleConfig", false, None, None)]
+    fn records_by_group_and_kind(
+        #[case] group: &str,
+        #[case] kind: &str,
+        #[case] recorded: bool,
+        #[case] clusterctl: Option<&str>,
+        #[case] lookup: Option<&str>,
+    ) {
+        let group_kind = GroupKind::new(group, kind);
+        assert_eq!(is_recorded(&group_kind), recorded);
+        assert_eq!(
+            provider_of_group_kind(&group_kind).map(|p| p.clusterctl),
+            clusterctl
+        );
+        let settings = crate::settings::Settings::default();
+        assert_eq!(settings.lookup_api_version(&group_kind).as_deref(), lookup);
+    }
+
+    #[test]
+    fn the_default_kinds_are_each_record_in_its_group() {
+        let defaults: Vec<String> = default_bootstrap_config_kinds()
+            .map(|gk| gk.qualified().to_string())
+            .collect();
+        let records: Vec<String> = PROVIDERS
+            .iter()
+            .map(|p| format!("{}.{}", p.config_kind, p.group))
+            .collect();
+        assert_eq!(defaults, records);
     }
 
     /// A path of keys, `spec.template.spec.version`.

@@ -25,9 +25,10 @@ use crate::capi::field_rules::FieldRules;
 use crate::capi::infrastructure::refusal_sentence;
 #[cfg(test)]
 use crate::capi::infrastructure::INFRASTRUCTURE_DOCS;
-use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
+use crate::capi::kinds::GroupKind;
 use crate::capi::owners::Owner;
 use crate::capi::paths::{FieldPath, PathPattern};
+use crate::capi::providers::is_recorded;
 use crate::diff::{changes_at, is_unset, values_matching, Change};
 use crate::fingerprint::{fingerprint, suggested_name};
 use crate::reader::node::Node;
@@ -78,7 +79,8 @@ pub fn with_conversion(
     version: &str,
     old_object: Option<&Object>,
 ) -> (FieldRules, Vec<PathPattern>) {
-    if group_kind.group != BOOTSTRAP_GROUP {
+    // The facts are of the recorded kinds, in their group, not of a kind of the same name elsewhere.
+    if !is_recorded(group_kind) {
         return (rules, Vec::new());
     }
     let Some(served) = served_version(&group_kind.kind, version) else {

@@ -7,9 +7,9 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
+use crate::capi::kinds::GroupKind;
 use crate::capi::paths::PathPattern;
-use crate::capi::providers::{DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS};
+use crate::capi::providers::{default_bootstrap_config_kinds, DEFAULT_CONTROLLER_USERS};
 
 pub mod parse;
 mod queries;
@@ -60,10 +60,7 @@ impl Default for Settings {
             exempt_users: Vec::new(),
             exempt_groups: Vec::new(),
             controller_users: DEFAULT_CONTROLLER_USERS.map(Cow::Borrowed).to_vec(),
-            bootstrap_config_kinds: DEFAULT_BOOTSTRAP_CONFIG_KINDS
-                .iter()
-                .map(|kind| GroupKind::builtin(BOOTSTRAP_GROUP, kind))
-                .collect(),
+            bootstrap_config_kinds: default_bootstrap_config_kinds().collect(),
             ignored_paths: BTreeMap::new(),
             fill_once_paths: BTreeMap::new(),
             context_aware: false,

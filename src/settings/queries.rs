@@ -1,8 +1,8 @@
 //! What the rules ask of the settings at admission time.
 
 use crate::capi::field_rules::FieldRules;
-use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP, TEMPLATE_SUFFIX};
-use crate::capi::providers::{default_field_rules, provider_of};
+use crate::capi::kinds::{GroupKind, TEMPLATE_SUFFIX};
+use crate::capi::providers::{default_field_rules, provider_of_group_kind};
 use crate::settings::Settings;
 
 impl Settings {
@@ -35,11 +35,8 @@ impl Settings {
     /// The apiVersion lookups use for a config kind, if known.
     pub fn lookup_api_version(&self, group_kind: &GroupKind) -> Option<String> {
         let version = self.kind_versions.get(group_kind).cloned().or_else(|| {
-            if group_kind.group != BOOTSTRAP_GROUP {
-                return None;
-            }
             // The provider's record: its version, or CAPI's own (KubeadmConfig).
-            let provider = provider_of(&group_kind.kind)?;
+            let provider = provider_of_group_kind(group_kind)?;
             Some(
                 provider
                     .lookup_version

@@ -8,7 +8,7 @@ Each argument is a path or an http(s) URL of a YAML file holding one or more CRD
 YAML is fine). For every served version of every CRD it writes <folder>/<Kind>.<version>.json:
 the version's openAPIV3Schema without its `description`s and `x-kubernetes-validations`, plus the
 CRD's group, kind, plural, scope and the version's name, storage and deprecated flags and
-subresources. <folder> is the upstream project (FOLDERS below). Files of a kind given on the
+subresources. <folder> is the upstream project (FOLDERS below; any other group's go to providers/). Files of a kind given on the
 command line whose version is no longer served are removed; other kinds are left alone, so one
 project can be updated at a time. The output is sorted-key JSON with a 2-space indent: the same
 inputs always give the same bytes.
@@ -37,6 +37,9 @@ FOLDERS = {
     ("bootstrap.cluster.x-k8s.io", None): "providers",
     ("policies.kubewarden.io", None): "kubewarden",
 }
+# Every other group: a provider's own (a bootstrap provider in a group of its own, an
+# infrastructure provider).
+OTHER_PROVIDERS = "providers"
 
 # Schema keywords whose values are schemas, or maps or lists of schemas. Every other keyword's
 # value (default, enum, example, ...) is data and copied as it is, so a property or a default
@@ -90,8 +93,7 @@ def folder(group, kind):
     for key in ((group, kind), (group, None)):
         if key in FOLDERS:
             return FOLDERS[key]
-    sys.exit(f"no folder for {kind}.{group}: add it to FOLDERS in {os.path.basename(__file__)} "
-             "and its upstream to README.md")
+    return OTHER_PROVIDERS
 
 
 def crds(source):
@@ -159,6 +161,12 @@ def main():
     before = existing(args.out) if os.path.isdir(args.out) else {}
     for rel, content in sorted(written.items()):
         path = os.path.join(args.out, rel)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                group = json.load(f)["group"]
+            if group != content["group"]:
+                sys.exit(f"{rel} holds {content['kind']}.{group}: a kind of the same name in "
+                         f"{content['group']} needs a folder of its own in FOLDERS")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False) + "\n")

@@ -45,6 +45,27 @@ pub fn lookup_version(p: &Provider) -> String {
     )
 }
 
+/// The records' API groups, each once, in the records' order.
+pub fn groups(providers: &[Provider]) -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for p in providers {
+        if !groups.contains(&p.group) {
+            groups.push(p.group);
+        }
+    }
+    groups
+}
+
+/// A record's kind as docs/settings.md's table names it: with its group when that is not
+/// CAPI's bootstrap group.
+pub fn kind_cell(p: &Provider) -> String {
+    if p.group == BOOTSTRAP_GROUP {
+        p.config_kind.to_string()
+    } else {
+        format!("{} (`{}`)", p.config_kind, p.group)
+    }
+}
+
 pub fn plural(kind: &str) -> String {
     format!("{}s", kind.to_lowercase())
 }
@@ -75,7 +96,7 @@ pub fn context_aware_resources(providers: &[Provider]) -> Vec<(String, String)> 
         .map(|kind| (capi.clone(), kind.to_string()))
         .chain(providers.iter().map(|p| {
             (
-                format!("{BOOTSTRAP_GROUP}/{}", lookup_version(p)),
+                format!("{}/{}", p.group, lookup_version(p)),
                 p.config_kind.to_string(),
             )
         }))
@@ -224,6 +245,7 @@ fn controller_writes(providers: &[Provider]) -> Vec<String> {
 /// The lines of a region (unindented), or `None` for a name no region has.
 pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
     Some(match name {
+        "bootstrap groups" => list(groups(providers).into_iter().map(str::to_string)),
         "bootstrap resources" => list(bootstrap_resources(providers)),
         "bootstrap status resources" => {
             list(providers.iter().map(|p| plural(p.config_kind) + "/status"))
@@ -238,7 +260,7 @@ pub fn region(name: &str, providers: &[Provider]) -> Option<Vec<String>> {
             .iter()
             .flat_map(|p| {
                 [
-                    format!("- apiGroup: {BOOTSTRAP_GROUP}"),
+                    format!("- apiGroup: {}", p.group),
                     format!("  kind: {}", p.config_kind),
                 ]
             })
@@ -321,25 +343,53 @@ fn default_providers_table(providers: &[Provider]) -> Vec<String> {
         };
         format!(
             "| {} | {} | {version} | `{}` |",
-            p.clusterctl, p.config_kind, p.controller
+            p.clusterctl,
+            kind_cell(p),
+            p.controller
         )
     }));
     table.push(String::new());
     table
 }
 
-/// The README's ClusterRole and ClusterRoleBinding for the lookups.
+/// Each of the records' groups with the plural resources of its config kinds.
+fn config_resources_by_group(providers: &[Provider]) -> Vec<(&'static str, Vec<String>)> {
+    groups(providers)
+        .into_iter()
+        .map(|group| {
+            let configs = providers
+                .iter()
+                .filter(|p| p.group == group)
+                .map(|p| plural(p.config_kind))
+                .collect();
+            (group, configs)
+        })
+        .collect()
+}
+
+/// The README's ClusterRole and ClusterRoleBinding for the lookups: CAPI's kinds, then a rule
+/// per group of the records.
 fn lookup_rbac(providers: &[Provider]) -> Vec<String> {
-    let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
-    let quoted = |items: Vec<String>| {
+    let quoted = |items: &[String]| {
         items
             .iter()
             .map(|i| format!("\"{i}\""))
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let configs = quoted(providers.iter().map(|p| plural(p.config_kind)).collect());
-    let capi = quoted(capi_resources.to_vec());
+    let capi = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
+    let mut rules = vec![(CAPI_GROUP, quoted(&capi))];
+    for (group, configs) in config_resources_by_group(providers) {
+        rules.push((group, quoted(&configs)));
+    }
+    let rules: String = rules
+        .iter()
+        .map(|(group, resources)| {
+            format!(
+                "  - apiGroups: [\"{group}\"]\n    resources: [{resources}]\n    verbs: [\"get\", \"list\", \"watch\"]\n"
+            )
+        })
+        .collect();
     format!(
         "```yaml
 apiVersion: rbac.authorization.k8s.io/v1
@@ -347,13 +397,7 @@ kind: ClusterRole
 metadata:
   name: capi-bootstrap-rollout-policy-lookups
 rules:
-  - apiGroups: [\"{CAPI_GROUP}\"]
-    resources: [{capi}]
-    verbs: [\"get\", \"list\", \"watch\"]
-  - apiGroups: [\"{BOOTSTRAP_GROUP}\"]
-    resources: [{configs}]
-    verbs: [\"get\", \"list\", \"watch\"]
----
+{rules}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
@@ -376,26 +420,26 @@ subjects:
     .collect()
 }
 
-/// docs/context-aware.md's policy-server permissions for the Kubewarden chart.
+/// docs/context-aware.md's policy-server permissions for the Kubewarden chart: CAPI's kinds,
+/// then an entry per group of the records.
 fn chart_permissions(providers: &[Provider]) -> Vec<String> {
-    let capi_resources = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
-    let configs: Vec<String> = providers.iter().map(|p| plural(p.config_kind)).collect();
-    format!(
-        "```yaml
-policyServer:
-  permissions:
-    # ... the chart's defaults (namespaces, pods, services, ingresses, subjectaccessreviews) ...
-    - apiGroup: {CAPI_GROUP}
-      resources: [{}]
-    - apiGroup: {BOOTSTRAP_GROUP}
-      resources: [{}]
-```",
-        capi_resources.join(", "),
-        configs.join(", ")
-    )
-    .lines()
+    let capi = [MACHINE_POOL, MACHINE_DEPLOYMENT, MACHINE_SET].map(plural);
+    let mut out: Vec<String> = [
+        "```yaml",
+        "policyServer:",
+        "  permissions:",
+        "    # ... the chart's defaults (namespaces, pods, services, ingresses, subjectaccessreviews) ...",
+    ]
     .map(str::to_string)
-    .collect()
+    .to_vec();
+    let mut entries = vec![(CAPI_GROUP, capi.to_vec())];
+    entries.extend(config_resources_by_group(providers));
+    for (group, resources) in entries {
+        out.push(format!("    - apiGroup: {group}"));
+        out.push(format!("      resources: [{}]", resources.join(", ")));
+    }
+    out.push("```".to_string());
+    out
 }
 
 /// The marker lines of a file's syntax: `(begin, end)` for a region's name.
@@ -608,6 +652,7 @@ pub const REGIONS: [(&str, &[&str]); 8] = [
     (
         "metadata.yml",
         &[
+            "bootstrap groups",
             "bootstrap resources",
             "bootstrap status resources",
             "context-aware resources",
@@ -618,6 +663,7 @@ pub const REGIONS: [(&str, &[&str]); 8] = [
         "policy.yaml",
         &[
             "context-aware resources",
+            "bootstrap groups",
             "bootstrap resources",
             "bootstrap status resources",
             "controller users",

@@ -4,10 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use capi_bootstrap_rollout_policy::capi::kinds::BOOTSTRAP_GROUP;
-use capi_bootstrap_rollout_policy::capi::providers::{
-    DEFAULT_BOOTSTRAP_CONFIG_KINDS, DEFAULT_CONTROLLER_USERS,
-};
+use capi_bootstrap_rollout_policy::capi::providers::{DEFAULT_CONTROLLER_USERS, PROVIDERS};
 use serde_json::{json, Value};
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -61,8 +58,10 @@ pub fn documented_defaults() -> Value {
         "exemptGroups": [],
         // From the provider records (src/capi/providers.rs), where every provider's facts live.
         "controllerUsers": DEFAULT_CONTROLLER_USERS,
-        "bootstrapConfigKinds": DEFAULT_BOOTSTRAP_CONFIG_KINDS
-            .map(|kind| json!({"apiGroup": BOOTSTRAP_GROUP, "kind": kind})),
+        "bootstrapConfigKinds": PROVIDERS
+            .iter()
+            .map(|p| json!({"apiGroup": p.group, "kind": p.config_kind}))
+            .collect::<Vec<_>>(),
         "ignoredPaths": {},
         "fillOncePaths": {},
         "contextAware": false,

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use capi_bootstrap_rollout_policy::capi::kinds::{BOOTSTRAP_GROUP, CAPI_GROUP};
-use capi_bootstrap_rollout_policy::capi::providers::DEFAULT_BOOTSTRAP_CONFIG_KINDS;
+use capi_bootstrap_rollout_policy::capi::providers::{DEFAULT_BOOTSTRAP_CONFIG_KINDS, PROVIDERS};
 use capi_bootstrap_rollout_policy::host_lookups::HOST_CAPABILITIES;
 use capi_bootstrap_rollout_policy::lookups::{CONFIG_FIELDS, MACHINE_POOL_FIELDS};
 use capi_bootstrap_rollout_policy::settings::Settings;
@@ -151,8 +151,16 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
         .iter()
         .map(|kind| format!("{}templates", kind.to_lowercase()))
         .collect();
+    // The records' groups, each once, in their order.
+    let mut groups: Vec<&str> = Vec::new();
+    for p in PROVIDERS {
+        if !groups.contains(&p.group) {
+            groups.push(p.group);
+        }
+    }
+    assert!(groups.contains(&BOOTSTRAP_GROUP));
     let configs = find_rule(rules, &resources[0]);
-    assert_eq!(configs["apiGroups"], json!([BOOTSTRAP_GROUP]));
+    assert_eq!(configs["apiGroups"], json!(groups));
     assert_eq!(configs["apiVersions"], json!(["*"]));
     let configs_and_templates: Vec<&String> = resources.iter().chain(&templates).collect();
     assert_eq!(configs["resources"], json!(configs_and_templates));
@@ -166,7 +174,7 @@ fn rules_cover_the_default_kinds_and_every_served_version() {
         );
     }
     let status = find_rule(rules, &statuses[0]);
-    assert_eq!(status["apiGroups"], json!([BOOTSTRAP_GROUP]));
+    assert_eq!(status["apiGroups"], json!(groups));
     assert_eq!(status["apiVersions"], json!(["*"]));
     assert_eq!(status["resources"], json!(statuses));
     assert_eq!(status["operations"], json!(["UPDATE"]));
