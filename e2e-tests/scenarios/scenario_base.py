@@ -30,11 +30,9 @@ ONLY_A_ROTATION = "CAPI takes a bootstrap change only from a configRef rotation 
 PROVIDER_DECIDES = f"Whether existing instances are then replaced is the infrastructure provider's choice ({INFRA_DOCS})."
 ALICE = {"username": "alice@example.com", "groups": ["platform-team", "system:authenticated"]}
 BOB = {"username": "bob@example.com", "groups": ["app-team", "system:authenticated"]}
-PLURAL = {"ConfigMap": "configmaps", "KubeadmConfigTemplate": "kubeadmconfigtemplates",
-          "MachineDeployment": "machinedeployments", "MachineSet": "machinesets", "KubeadmConfig": "kubeadmconfigs", "EKSConfig": "eksconfigs", "RKE2Config": "rke2configs",
-          "MachinePool": "machinepools", "TalosConfig": "talosconfigs", "ExampleConfig": "exampleconfigs",
-          "KThreesConfig": "kthreesconfigs", "RKE2ConfigTemplate": "rke2configtemplates",
-          "K0sWorkerConfigTemplate": "k0sworkerconfigtemplates"}
+def plural(kind):
+    """A kind's resource, as kubebuilder names every CRD's (and the API server ConfigMap's)."""
+    return kind.lower() + "s"
 
 
 def sa(name):
@@ -96,7 +94,7 @@ def request(operation, obj=None, old=None, user=ALICE, sub_resource=None, dry_ru
     any_obj = obj or old
     group, _, version = any_obj["apiVersion"].rpartition("/")
     kind = any_obj["kind"]
-    resource = {"group": group, "version": version, "resource": PLURAL[kind]}
+    resource = {"group": group, "version": version, "resource": plural(kind)}
     req = {"uid": "", "kind": {"group": group, "version": version, "kind": kind},
            "resource": resource, "requestKind": {"group": group, "version": version, "kind": kind},
            "requestResource": resource, "name": any_obj["metadata"]["name"], "namespace": NS,
