@@ -346,10 +346,10 @@ fn an_inferred_effect_is_said_to_be_inferred_wherever_it_is_stated() {
     );
 }
 
-/// The README's sentence on `capi-rollout-check roll` names the kinds where it deletes
-/// Machines (the records whose replacement is deleting MachinePool Machines), its budget, and
-/// the providers where it deletes nothing and exits 1 (a replacement by hand, or CAPA's refresh
-/// turned off).
+/// The README's paragraph on `capi-rollout-check roll` says its budget, and its generated list
+/// (`make generate`) names the kinds where it deletes Machines (the records whose replacement
+/// is deleting MachinePool Machines) and the providers where it deletes nothing and exits 1 (a
+/// replacement by hand, or CAPA's refresh turned off).
 #[test]
 fn the_readme_says_where_roll_deletes_and_where_it_exits_1() {
     let readme = fs::read_to_string(root().join("README.md")).unwrap();
@@ -367,21 +367,25 @@ fn the_readme_says_where_roll_deletes_and_where_it_exits_1() {
             "{budget:?} not in {paragraph:?}"
         );
     }
+    let line = |start: &str| {
+        readme
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("README.md has no line `{start}...`"))
+            .to_string()
+    };
+    let deletes = line("- `roll` deletes Machines on ");
+    let exits = line("- `roll` deletes nothing and exits 1 on ");
     for record in INFRASTRUCTURES {
+        let named = format!("{}'s {}", record.provider, record.kind);
         match record.replacement {
-            Replacement::DeleteMachinePoolMachines { .. } => assert!(
-                paragraph.contains(record.kind),
-                "{} not in {paragraph:?}",
-                record.kind
-            ),
+            Replacement::DeleteMachinePoolMachines { .. } => {
+                assert!(deletes.contains(&named), "{named} not in {deletes:?}")
+            }
             Replacement::Manual { .. }
             | Replacement::ByProviderOnRotation {
                 disabled_by: Some(_),
-            } => assert!(
-                paragraph.contains(&format!("{}'s", record.provider)),
-                "{} not in {paragraph:?}",
-                record.provider
-            ),
+            } => assert!(exits.contains(&named), "{named} not in {exits:?}"),
             _ => {}
         }
     }

@@ -440,11 +440,11 @@ fn from_checkout(file: &str) -> String {
 #[test]
 fn every_file_that_lists_providers_agrees_with_the_records() {
     assert_eq!(
-        generate::controller_users(&PROVIDERS),
+        generate::controller_users(PROVIDERS),
         DEFAULT_CONTROLLER_USERS,
         "the generator's controllerUsers are the policy's default"
     );
-    let problems = problems(&PROVIDERS, &from_checkout);
+    let problems = problems(PROVIDERS, &from_checkout);
     let problems: Vec<&str> = problems.0.iter().map(|(_, p)| p.as_str()).collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
@@ -514,7 +514,7 @@ fn the_generated_regions_are_what_the_records_make() {
         }
     }
     let regenerated =
-        generate::regenerate_all(&files, &PROVIDERS).unwrap_or_else(|e| panic!("{e}"));
+        generate::regenerate_all(&files, PROVIDERS).unwrap_or_else(|e| panic!("{e}"));
     let mut stale = Vec::new();
     for (file, new) in &regenerated {
         let old = &files[file];
