@@ -61,7 +61,7 @@ endif
 
 .PHONY: all demo check test fmt lint e2e-tests system-packages-demo system-packages-test wasm-target \
 	wasm-opt playground-target host fmt-check clippy clippy-check check-unit unit e2e rollout-check \
-	kwctl-checks cluster-test \
+	kwctl-checks add-provider-test cluster-test \
 	cluster-soak playground playground-build playground-test readme-test lint-actions push bench \
 	release clean FORCE
 
@@ -74,7 +74,7 @@ all: annotated-policy.wasm
 check: fmt-check clippy-check demo check-unit rollout-check
 
 # Everything CI runs (.ci/run).
-test: system-packages-test fmt-check clippy unit e2e rollout-check playground-test readme-test cluster-test kwctl-checks lint-actions
+test: system-packages-test fmt-check clippy unit e2e rollout-check add-provider-test playground-test readme-test cluster-test kwctl-checks lint-actions
 
 # Kubewarden's Makefile contract (kubewarden/github-actions).
 fmt: fmt-check
@@ -151,6 +151,12 @@ e2e: annotated-policy.wasm target/panic-probe.wasm
 
 rollout-check:
 	$(CARGO) test --locked -p capi-rollout-check
+
+# A bootstrap provider in a group of its own and an infrastructure kind, added to a copy of the
+# checkout: only their records, scenarios and generated files change, and make check passes on
+# it (tests/adding_a_provider.rs; the copy and its build in target/add-provider/).
+add-provider-test:
+	KWCTL=$(KWCTL) $(CARGO) test --locked -p capi-bootstrap-rollout-policy --test adding_a_provider -- --ignored
 
 kwctl-checks: annotated-policy.wasm
 ifneq ($(strip $(KWCTL)),)

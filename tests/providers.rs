@@ -9,6 +9,8 @@
 //! below then read what each file says and name the record and the file. The last test adds a
 //! fake record and proves ARCHITECTURE.md's "To add a bootstrap provider" list.
 
+#[path = "common/architecture_lists.rs"]
+mod architecture_lists;
 mod generate;
 
 use std::collections::BTreeMap;
@@ -40,6 +42,7 @@ fn lookup_api_version(p: &Provider) -> String {
     format!("{}/{}", p.group, generate::lookup_version(p))
 }
 
+use architecture_lists::{architecture_section, named_paths};
 use generate::plural;
 
 /// The problems found, each as the file it is in and `record: file: what`.
@@ -513,8 +516,7 @@ fn the_generated_regions_are_what_the_records_make() {
             );
         }
     }
-    let regenerated =
-        generate::regenerate_all(&files, PROVIDERS).unwrap_or_else(|e| panic!("{e}"));
+    let regenerated = generate::regenerate_all(&files, PROVIDERS).unwrap_or_else(|e| panic!("{e}"));
     let mut stale = Vec::new();
     for (file, new) in &regenerated {
         let old = &files[file];
@@ -544,33 +546,6 @@ fn the_generated_regions_are_what_the_records_make() {
         generate::COMMAND,
         stale.join("\n")
     );
-}
-
-/// ARCHITECTURE.md's section `### {heading}`, up to the next heading.
-fn architecture_section(heading: &str) -> String {
-    let map = read("ARCHITECTURE.md");
-    let start = map
-        .find(&format!("\n### {heading}\n"))
-        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no section `### {heading}`"));
-    let rest = &map[start + 1..];
-    let end = rest[4..].find("\n#").map_or(rest.len(), |e| e + 4);
-    rest[..end].to_string()
-}
-
-/// The files and folders a section names: its code spans and links that look like paths.
-fn named_paths(section: &str) -> BTreeMap<String, bool> {
-    let mut named = BTreeMap::new();
-    for (i, span) in section.split('`').enumerate() {
-        let looks_like_path = !span.contains(' ')
-            && (span.contains('/')
-                || [".rs", ".md", ".yml", ".yaml", ".py"]
-                    .iter()
-                    .any(|ext| span.ends_with(ext)));
-        if i % 2 == 1 && looks_like_path && !span.contains("://") {
-            named.insert(span.to_string(), root().join(span).exists());
-        }
-    }
-    named
 }
 
 /// What adding a bootstrap provider takes is what ARCHITECTURE.md's "To add a bootstrap

@@ -49,23 +49,22 @@ fn run(settings: Value, request: &Value) -> Verdict {
 #[rstest]
 fn every_default_template_kind_rejects_a_spec_edit(#[values("v1beta1", "v1beta2")] version: &str) {
     for provider in capi_bootstrap_rollout_policy::capi::providers::PROVIDERS {
-        template_spec_edit_is_refused(&format!("{}Template", provider.config_kind), version);
+        let kind = format!("{}Template", provider.config_kind);
+        template_spec_edit_is_refused(provider.group, &kind, version);
     }
 }
 
-fn template_spec_edit_is_refused(kind: &str, version: &str) {
-    let verdict = run(
-        json!({}),
-        &update(
-            &template(kind, version, "a"),
-            &template(kind, version, "b"),
-            "alice",
-        ),
-    );
-    assert!(!verdict.allowed);
+fn template_spec_edit_is_refused(group: &str, kind: &str, version: &str) {
+    let in_group = |content: &str| {
+        let mut object = template(kind, version, content);
+        object["apiVersion"] = json!(format!("{group}/{version}"));
+        object
+    };
+    let verdict = run(json!({}), &update(&in_group("a"), &in_group("b"), "alice"));
+    assert!(!verdict.allowed, "{kind}.{group}");
     let message = verdict.message.unwrap();
     assert!(message.starts_with(&format!(
-        "{kind}.bootstrap.cluster.x-k8s.io \"md-0-0123abcd\" is invalid: [spec.template.spec.files[0].content: Forbidden: changed]. \
+        "{kind}.{group} \"md-0-0123abcd\" is invalid: [spec.template.spec.files[0].content: Forbidden: changed]. \
          CAPI does not roll in-place bootstrap template edits out to existing Machines (cluster-api #4145)"
     )), "{message}");
     assert!(

@@ -281,7 +281,7 @@ pub fn check_rotated_out(subject: &Subject, changes: &[Change]) -> Option<Findin
 mod tests {
     use super::*;
     use crate::capi::kinds::{GroupKind, BOOTSTRAP_GROUP};
-    use crate::capi::providers::DEFAULT_BOOTSTRAP_CONFIG_KINDS;
+    use crate::capi::providers::PROVIDERS;
     use crate::diff::{changed_fields, ChangeKind};
     use crate::fingerprint::spec_fingerprint;
     use rstest::rstest;
@@ -552,20 +552,23 @@ mod tests {
         }]
     }
 
-    /// Every kind of the provider records.
+    /// Every kind of the provider records, in its record's group.
     #[test]
     fn every_default_kind_rejects_an_edit_of_a_config_in_use() {
-        for kind in DEFAULT_BOOTSTRAP_CONFIG_KINDS {
-            an_edit_of_a_config_in_use_is_rejected(kind);
+        for p in PROVIDERS {
+            an_edit_of_a_config_in_use_is_rejected(p.group, p.config_kind);
         }
     }
 
-    fn an_edit_of_a_config_in_use_is_rejected(kind: &str) {
+    fn an_edit_of_a_config_in_use_is_rejected(group: &str, kind: &str) {
         let old = json!({"files": [{"path": "/etc/a", "content": "one"}]});
         let new = json!({"files": [{"path": "/etc/a", "content": "two"}]});
         let finding = judge(
             &Settings::default(),
-            &subject(kind, "worker-a-0123abcd"),
+            &Subject {
+                group_kind: GroupKind::new(group, kind),
+                ..subject(kind, "worker-a-0123abcd")
+            },
             &owner(),
             &Settings::default().field_rules(kind),
             Some(&old),

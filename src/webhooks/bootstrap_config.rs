@@ -380,33 +380,28 @@ mod tests {
         assert_eq!(verdict.suggested_name, None);
     }
 
-    /// Every kind of the provider records, in both versions.
+    /// Every kind of the provider records, in its record's group, in both versions.
     #[rstest]
     fn every_default_kind_and_version(#[values("v1beta1", "v1beta2")] version: &str) {
-        for kind in crate::capi::providers::DEFAULT_BOOTSTRAP_CONFIG_KINDS {
-            an_edit_is_refused(kind, version);
+        for p in crate::capi::providers::PROVIDERS {
+            an_edit_is_refused(p.group, p.config_kind, version);
         }
     }
 
-    fn an_edit_is_refused(kind: &str, version: &str) {
-        let old = config(
-            kind,
-            version,
-            json!({"files": [{"path": "/a", "content": "x"}]}),
-            true,
-        );
-        let new = config(
-            kind,
-            version,
-            json!({"files": [{"path": "/a", "content": "y"}]}),
-            true,
-        );
+    fn an_edit_is_refused(group: &str, kind: &str, version: &str) {
+        let in_group = |spec: Value, owned: bool| {
+            let mut object = config(kind, version, spec, owned);
+            object["apiVersion"] = json!(format!("{group}/{version}"));
+            object
+        };
+        let old = in_group(json!({"files": [{"path": "/a", "content": "x"}]}), true);
+        let new = in_group(json!({"files": [{"path": "/a", "content": "y"}]}), true);
         let verdict = run(json!({}), &update(&old, &new, "alice"));
-        assert!(!verdict.allowed);
+        assert!(!verdict.allowed, "{kind}.{group}");
         let message = verdict.message.unwrap();
-        assert!(message.starts_with(&format!("{kind}.bootstrap.cluster.x-k8s.io \"worker-a-0123abcd\" is invalid: [spec.files[0].content: Forbidden: changed]")), "{message}");
+        assert!(message.starts_with(&format!("{kind}.{group} \"worker-a-0123abcd\" is invalid: [spec.files[0].content: Forbidden: changed]")), "{message}");
         // Not in use: allowed.
-        let old = config(kind, version, json!({"files": []}), false);
+        let old = in_group(json!({"files": []}), false);
         assert!(run(json!({}), &update(&old, &new, "alice")).allowed);
     }
 
