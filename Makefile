@@ -156,7 +156,7 @@ rollout-check:
 # checkout: only their records, scenarios and generated files change, and make check passes on
 # it (tests/adding_a_provider.rs; the copy and its build in target/add-provider/).
 add-provider-test:
-	KWCTL=$(KWCTL) $(CARGO) test --locked -p capi-bootstrap-rollout-policy --test adding_a_provider -- --ignored
+	KWCTL=$(KWCTL) $(CARGO) test --locked -p capi-bootstrap-rollout-policy --test adding_a_provider -- --ignored --nocapture
 
 kwctl-checks: annotated-policy.wasm
 ifneq ($(strip $(KWCTL)),)
