@@ -12,8 +12,9 @@
 //! And `make check` passes on the copy, the new scenarios among those it runs, leaving the
 //! tree as it was.
 //!
-//! It takes minutes (a build of its own in the copy's `target/`, kept between runs), so
-//! `cargo test` skips it: `make add-provider-test` runs it, and `make test` with it.
+//! It takes a minute or more (a build of its own in the copy's `target/`, kept between runs,
+//! started from the checkout's), so `cargo test` skips it: `make add-provider-test` runs it,
+//! and `make test` with it.
 
 #[path = "common/architecture_lists.rs"]
 mod architecture_lists;
@@ -280,6 +281,30 @@ fn sync(to: &Path) {
     }
 }
 
+/// A new copy's build starts from the checkout's: its `target/` profiles hard-linked, so what
+/// the checkout built of the dependencies is fresh in the copy too. Sharing is safe because no
+/// build writes into another's files: a compiled crate's file names carry a hash of its
+/// configuration (the copy's own crates, at another path, hash to other names), and cargo
+/// replaces a file it updates rather than writing into it. A copy that has a build keeps it.
+fn seed_build(copy: &Path) {
+    let target = copy.join("target");
+    if target.exists() {
+        return;
+    }
+    fs::create_dir_all(&target).unwrap();
+    for profile in ["debug", "wasm32-wasip1", "demo"] {
+        let from = root().join("target").join(profile);
+        if from.is_dir() {
+            let to = target.join(profile);
+            run(
+                root(),
+                "cp",
+                &["-al", &from.to_string_lossy(), &to.to_string_lossy()],
+            );
+        }
+    }
+}
+
 /// `text` with `insert` put before the first `before` after `after`.
 fn inserted(text: &str, after: &str, before: &str, insert: &str) -> String {
     let start = text.find(after).unwrap_or_else(|| panic!("no `{after}`"));
@@ -322,6 +347,7 @@ fn a_provider_in_its_own_group_and_an_infrastructure_kind_take_only_their_record
     let base = root().join("target/add-provider");
     let copy = base.join("checkout");
     sync(&copy);
+    seed_build(&copy);
     if !copy.join(".git").is_dir() {
         run(&copy, "git", &["init", "-q"]);
     }
