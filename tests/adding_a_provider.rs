@@ -292,7 +292,7 @@ fn seed_build(copy: &Path) {
         return;
     }
     fs::create_dir_all(&target).unwrap();
-    for profile in ["debug", "wasm32-wasip1", "demo"] {
+    for profile in ["debug", "release", "wasm32-wasip1", "demo"] {
         let from = root().join("target").join(profile);
         if from.is_dir() {
             let to = target.join(profile);
