@@ -2,6 +2,7 @@
 //! of spec.template.spec are refused as CAPI's book says, ClusterClass-owned templates are
 //! edited on purpose (warning), topology-owned copies belong to the topology controller.
 
+use capi_bootstrap_rollout_policy::capi::kinds::BOOTSTRAP_GROUP;
 use capi_bootstrap_rollout_policy::engine::evaluate;
 use capi_bootstrap_rollout_policy::settings::Settings;
 use capi_bootstrap_rollout_policy::verdict::{Verdict, CONTROLLER_WRITE_ANNOTATION};
@@ -10,8 +11,11 @@ use serde_json::{json, Value};
 
 const CAPI_MANAGER: &str = "system:serviceaccount:capi-system:capi-manager";
 
+/// A bootstrap template in its record's group (CAPI's for a kind without one).
 fn template(kind: &str, version: &str, content: &str) -> Value {
-    json!({"apiVersion": format!("bootstrap.cluster.x-k8s.io/{version}"), "kind": kind,
+    let group = capi_bootstrap_rollout_policy::capi::providers::provider_of_template(kind)
+        .map_or(BOOTSTRAP_GROUP, |p| p.group);
+    json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
            "metadata": {"name": "md-0-0123abcd", "namespace": "default"},
            "spec": {"template": {"spec": {"files": [{"path": "/etc/a", "content": content}]}}}})
 }
@@ -55,12 +59,14 @@ fn every_default_template_kind_rejects_a_spec_edit(#[values("v1beta1", "v1beta2"
 }
 
 fn template_spec_edit_is_refused(group: &str, kind: &str, version: &str) {
-    let in_group = |content: &str| {
-        let mut object = template(kind, version, content);
-        object["apiVersion"] = json!(format!("{group}/{version}"));
-        object
-    };
-    let verdict = run(json!({}), &update(&in_group("a"), &in_group("b"), "alice"));
+    let verdict = run(
+        json!({}),
+        &update(
+            &template(kind, version, "a"),
+            &template(kind, version, "b"),
+            "alice",
+        ),
+    );
     assert!(!verdict.allowed, "{kind}.{group}");
     let message = verdict.message.unwrap();
     assert!(message.starts_with(&format!(

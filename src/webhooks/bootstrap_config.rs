@@ -389,19 +389,24 @@ mod tests {
     }
 
     fn an_edit_is_refused(group: &str, kind: &str, version: &str) {
-        let in_group = |spec: Value, owned: bool| {
-            let mut object = config(kind, version, spec, owned);
-            object["apiVersion"] = json!(format!("{group}/{version}"));
-            object
-        };
-        let old = in_group(json!({"files": [{"path": "/a", "content": "x"}]}), true);
-        let new = in_group(json!({"files": [{"path": "/a", "content": "y"}]}), true);
+        let old = config(
+            kind,
+            version,
+            json!({"files": [{"path": "/a", "content": "x"}]}),
+            true,
+        );
+        let new = config(
+            kind,
+            version,
+            json!({"files": [{"path": "/a", "content": "y"}]}),
+            true,
+        );
         let verdict = run(json!({}), &update(&old, &new, "alice"));
         assert!(!verdict.allowed, "{kind}.{group}");
         let message = verdict.message.unwrap();
         assert!(message.starts_with(&format!("{kind}.{group} \"worker-a-0123abcd\" is invalid: [spec.files[0].content: Forbidden: changed]")), "{message}");
         // Not in use: allowed.
-        let old = in_group(json!({"files": []}), false);
+        let old = config(kind, version, json!({"files": []}), false);
         assert!(run(json!({}), &update(&old, &new, "alice")).allowed);
     }
 

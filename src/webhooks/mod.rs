@@ -30,10 +30,13 @@ pub(crate) mod fixtures {
                "name": "worker-a", "uid": POOL_UID, "controller": true, "blockOwnerDeletion": true})
     }
 
-    /// A bootstrap config as stored: labels, the pool's controller reference when `owned`.
+    /// A bootstrap config as stored, in its record's group (CAPI's for a kind without one):
+    /// labels, the pool's controller reference when `owned`.
     pub(crate) fn config(kind: &str, version: &str, spec: Value, owned: bool) -> Value {
+        let group = crate::capi::providers::provider_of(kind)
+            .map_or(crate::capi::kinds::BOOTSTRAP_GROUP, |p| p.group);
         let mut object = json!({
-            "apiVersion": format!("bootstrap.cluster.x-k8s.io/{version}"),
+            "apiVersion": format!("{group}/{version}"),
             "kind": kind,
             "metadata": {"name": "worker-a-0123abcd", "namespace": "default", "generation": 3,
                          "uid": "0d5c7f8e-1111-4222-8333-444455556666",
